@@ -1,0 +1,111 @@
+"""The dataflows of one cluster, and what each depends on transitively.
+
+A dataflow may read another dataflow's output (a ``dataflow`` source). The catalog
+resolves those references to answer what the core rules need: the dataflow's timeline
+(from all transitive inputs), the refresh schedules of its transitive dependencies, and
+whether every reference exists and none is circular.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from dataflow_operator.api.dataflow import DataflowSpec
+from dataflow_operator.core.errors import DomainError, InvalidSpec, UnknownSource
+from dataflow_operator.core.refresh import RefreshSchedule
+from dataflow_operator.core.sql import parse_sql
+from dataflow_operator.core.timelines import Timeline, dataflow_timeline
+
+__all__ = ["Catalog", "SpecProblem"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpecProblem:
+    """A domain error found in one dataflow, with the field it concerns."""
+
+    dataflow: str
+    field: str
+    error: DomainError
+
+
+class Catalog:
+    """The dataflow specs of one cluster (within one namespace), by name."""
+
+    def __init__(self, dataflows: Mapping[str, DataflowSpec]) -> None:
+        self._dataflows = dict(dataflows)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._dataflows
+
+    def spec(self, name: str) -> DataflowSpec:
+        """The spec of ``name``; raises :class:`UnknownSource` if absent."""
+        try:
+            return self._dataflows[name]
+        except KeyError:
+            raise UnknownSource(f'unknown dataflow "{name}"') from None
+
+    def upstream(self, name: str) -> list[str]:
+        """Names of the dataflows ``name`` reads, transitively, dependencies first."""
+        order: list[str] = []
+        self._visit(name, (), order)
+        return order[:-1]
+
+    def _visit(self, name: str, path: tuple[str, ...], order: list[str]) -> None:
+        if name in path:
+            cycle = " -> ".join([*path[path.index(name) :], name])
+            raise InvalidSpec(f"dataflows read each other in a cycle: {cycle}")
+        if name in order:
+            return
+        spec = self.spec(name)
+        for index, source in enumerate(spec.sources):
+            if source.dataflow is None:
+                continue
+            if source.dataflow.name not in self._dataflows:
+                raise UnknownSource(
+                    f'source "{source.name}" reads dataflow "{source.dataflow.name}", '
+                    f'which does not exist in cluster "{spec.cluster}"',
+                    field=f"spec.sources[{index}].dataflow.name",
+                )
+            self._visit(source.dataflow.name, (*path, name), order)
+        order.append(name)
+
+    def timeline(self, name: str) -> Timeline | None:
+        """The single timeline of ``name``'s transitive inputs (``None``: constants only).
+
+        Raises :class:`~dataflow_operator.core.errors.MultipleTimelines` when they mix.
+        """
+        self.upstream(name)  # reports unknown references and cycles first
+        return self._timeline(name)
+
+    def _timeline(self, name: str) -> Timeline | None:
+        inputs: list[tuple[str, Timeline | None]] = []
+        for source in self.spec(name).sources:
+            if source.dataflow is not None:
+                inputs.append((source.name, self._timeline(source.dataflow.name)))
+            else:
+                inputs.append((source.name, source.declared_timeline))
+        return dataflow_timeline(inputs)
+
+    def refresh_schedules(self, name: str) -> tuple[RefreshSchedule, ...]:
+        """Refresh schedules of ``name`` and of every dataflow it reads, transitively."""
+        names = [*self.upstream(name), name]
+        return tuple(
+            spec.refresh.schedule()
+            for spec in (self.spec(n) for n in names)
+            if spec.refresh is not None
+        )
+
+    def problems(self, name: str) -> list[SpecProblem]:
+        """Everything wrong with ``name`` that the models alone cannot see."""
+        problems: list[SpecProblem] = []
+        spec = self.spec(name)
+        try:
+            parse_sql(spec.sql, [source.name for source in spec.sources])
+        except DomainError as error:
+            problems.append(SpecProblem(name, error.field or "spec.sql", error))
+        try:
+            self.timeline(name)
+        except DomainError as error:
+            problems.append(SpecProblem(name, error.field or "spec.sources", error))
+        return problems

@@ -1,0 +1,308 @@
+"""The ``Dataflow`` custom resource: a Spark SQL query maintained on every replica."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ObjectMeta
+from dataflow_operator.api.types import DurationField, TimelineField, TimestampField
+from dataflow_operator.core.expiration import DataflowKind
+from dataflow_operator.core.refresh import RefreshSchedule
+from dataflow_operator.core.timelines import Timeline
+
+__all__ = [
+    "ChangelogSource",
+    "Dataflow",
+    "DataflowKindField",
+    "DataflowSource",
+    "DataflowSpec",
+    "DataflowStatus",
+    "FileFormat",
+    "FilesSource",
+    "KafkaSource",
+    "NodeStatus",
+    "RefreshSpec",
+    "ReplicaDataflowStatus",
+    "SinkSpec",
+    "Source",
+    "SourceKind",
+    "TableSource",
+]
+
+SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_REPLICAS_IN_STATUS = 64
+MAX_NODES_IN_STATUS = 256
+
+
+class DataflowKindField(StrEnum):
+    """What the dataflow maintains (one-off queries are not resources)."""
+
+    MATERIALIZED_VIEW = DataflowKind.MATERIALIZED_VIEW.value
+    INDEX = DataflowKind.INDEX.value
+    SUBSCRIBE = DataflowKind.SUBSCRIBE.value
+
+    @property
+    def core(self) -> DataflowKind:
+        """The core's kind."""
+        return DataflowKind(self.value)
+
+
+class FileFormat(StrEnum):
+    """File formats Spark reads."""
+
+    JSON = "json"
+    CSV = "csv"
+    PARQUET = "parquet"
+
+
+class TableSource(ApiModel):
+    """An append-only table: a directory that ``dataflow-operator insert`` appends to.
+
+    Each row's time is the time at which the replica ingests it.
+    """
+
+    path: str = Field(min_length=1, description="Directory of the table's files.")
+    schema_: str = Field(
+        alias="schema", min_length=1, description="Spark DDL of the rows, e.g. 'a INT, b STRING'."
+    )
+
+
+class FilesSource(ApiModel):
+    """A directory of data files; each row's time is the time it is ingested."""
+
+    path: str = Field(min_length=1, description="Directory of the files.")
+    format: FileFormat = Field(description="json, csv or parquet.")
+    schema_: str = Field(alias="schema", min_length=1, description="Spark DDL of the rows.")
+
+
+class ChangelogSource(ApiModel):
+    """Files of updates that carry their own time and diff columns."""
+
+    path: str = Field(min_length=1, description="Directory of the changelog files.")
+    format: FileFormat = Field(description="json, csv or parquet.")
+    schema_: str = Field(alias="schema", min_length=1, description="Spark DDL of the data columns.")
+    time_column: str = Field(
+        default="time", min_length=1, description="Column with the update's time."
+    )
+    diff_column: str = Field(
+        default="diff", min_length=1, description="Column with the update's diff (+n/-n)."
+    )
+
+
+class DataflowSource(ApiModel):
+    """The output of another Dataflow of the same cluster (views over views)."""
+
+    name: str = Field(
+        min_length=1, max_length=253, pattern=NAME_PATTERN, description="The Dataflow's name."
+    )
+
+
+class KafkaSource(ApiModel):
+    """A Kafka topic, read with Spark's Kafka connector."""
+
+    bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port…]")
+    topic: str = Field(min_length=1, description="The topic.")
+    format: Literal["json", "csv"] = Field(default="json", description="Encoding of values.")
+    schema_: str = Field(alias="schema", min_length=1, description="Spark DDL of the values.")
+
+
+class SourceKind(StrEnum):
+    """Which of a source's settings is given."""
+
+    TABLE = "table"
+    FILES = "files"
+    CHANGELOG = "changelog"
+    DATAFLOW = "dataflow"
+    KAFKA = "kafka"
+
+
+class Source(ApiModel):
+    """An input of the dataflow, visible to its SQL under ``name``.
+
+    Exactly one of table, files, changelog, dataflow or kafka is given.
+    """
+
+    name: str = Field(
+        min_length=1, max_length=128, pattern=SQL_IDENTIFIER, description="Name used in the SQL."
+    )
+    table: TableSource | None = Field(default=None, description="An append-only table.")
+    files: FilesSource | None = Field(default=None, description="A directory of files.")
+    changelog: ChangelogSource | None = Field(default=None, description="Timestamped updates.")
+    dataflow: DataflowSource | None = Field(default=None, description="Another Dataflow.")
+    kafka: KafkaSource | None = Field(default=None, description="A Kafka topic.")
+    timeline: TimelineField | None = Field(
+        default=None,
+        description="What the source's timestamps mean: EpochMilliseconds (the default), "
+        "{user: NAME}, {external: NAME} or {counter: NAME}. A dataflow source carries "
+        "the timeline of the dataflow it reads and takes none.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> Source:
+        given = [kind.value for kind in SourceKind if getattr(self, kind.value) is not None]
+        if len(given) != 1:
+            choices = ", ".join(kind.value for kind in SourceKind)
+            found = ", ".join(given) if given else "none"
+            raise ValueError(f"give exactly one of {choices}; found {found}")
+        if self.dataflow is not None and self.timeline is not None:
+            raise ValueError(
+                "a dataflow source carries the timeline of the dataflow it reads; remove 'timeline'"
+            )
+        return self
+
+    @property
+    def kind(self) -> SourceKind:
+        """Which kind of source this is."""
+        return next(kind for kind in SourceKind if getattr(self, kind.value) is not None)
+
+    @property
+    def declared_timeline(self) -> Timeline | None:
+        """The source's own timeline; ``None`` for a dataflow source (it inherits)."""
+        if self.dataflow is not None:
+            return None
+        return self.timeline or Timeline.epoch_milliseconds()
+
+
+class RefreshSpec(ApiModel):
+    """When the dataflow's output advances: every ``every`` from ``alignedTo``, and at ``at``."""
+
+    every: DurationField | None = Field(default=None, description="Refresh period.")
+    aligned_to: TimestampField | None = Field(
+        default=None, description="A refresh time the period is aligned to (default: the epoch)."
+    )
+    at: list[TimestampField] = Field(
+        default_factory=list, max_length=1000, description="Single refresh times."
+    )
+
+    @model_validator(mode="after")
+    def _some_refresh(self) -> RefreshSpec:
+        if (self.every is None or self.every.is_zero) and not self.at:
+            raise ValueError("give a non-zero 'every', or 'at' times, or remove 'refresh'")
+        if self.aligned_to is not None and self.every is None:
+            raise ValueError("'alignedTo' needs 'every'")
+        return self
+
+    def schedule(self) -> RefreshSchedule:
+        """The core's schedule."""
+        return RefreshSchedule(
+            every=self.every, aligned_to=self.aligned_to or 0, at=tuple(sorted(self.at))
+        )
+
+
+class SinkSpec(ApiModel):
+    """Where a MaterializedView writes its changelog (a Parquet directory it owns)."""
+
+    path: str = Field(min_length=1, description="Directory of the changelog.")
+
+
+class DataflowSpec(ApiModel):
+    """The desired state of a dataflow."""
+
+    cluster: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=NAME_PATTERN,
+        description="The cluster whose every Replica maintains this dataflow.",
+    )
+    kind: DataflowKindField = Field(description="MaterializedView, Index or Subscribe.")
+    sources: list[Source] = Field(
+        default_factory=list,
+        max_length=64,
+        description="The inputs, by the names the SQL uses.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    sql: str = Field(
+        min_length=1,
+        max_length=65536,
+        description="Spark SQL over the sources; may use mz_now() in WHERE.",
+    )
+    refresh: RefreshSpec | None = Field(
+        default=None, description="Advance the output only at refresh times."
+    )
+    sink: SinkSpec | None = Field(default=None, description="For MaterializedView only.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DataflowSpec:
+        if not self.sql.strip():
+            raise ValueError("'sql' is blank")
+        names = [source.name for source in self.sources]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(duplicates)}")
+        if self.sink is not None and self.kind is not DataflowKindField.MATERIALIZED_VIEW:
+            raise ValueError(f"'sink' is only for MaterializedView, not {self.kind.value}")
+        return self
+
+
+class NodeStatus(ApiModel):
+    """Hydration of one physical plan node on one replica."""
+
+    id: int = Field(ge=1, description="The node's id, as shown by explain --node-ids.")
+    operator: str = Field(description="The physical operator.")
+    hydrated: bool = Field(description="Whether its output for the snapshot is complete.")
+
+
+class ReplicaDataflowStatus(ApiModel):
+    """The dataflow as maintained on one replica."""
+
+    replica: str = Field(description="The Replica's name.")
+    frontier: list[int] = Field(
+        default_factory=list,
+        max_length=1,
+        description="Write frontier (epoch ms): output is complete before it; [] = closed.",
+    )
+    expiration: int | None = Field(
+        default=None, description="Updates at or past this time (epoch ms) are dropped."
+    )
+    hydrated: bool = Field(default=False, description="Whether the snapshot is processed.")
+    hydration_time: DurationField | None = Field(
+        default=None, description="How long hydration took."
+    )
+    nodes: list[NodeStatus] = Field(
+        default_factory=list,
+        max_length=MAX_NODES_IN_STATUS,
+        description="Hydration of each physical plan node.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
+    )
+
+
+class DataflowStatus(ApiModel):
+    """The observed state of a dataflow."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The generation of the spec last reconciled."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Ready and Hydrated.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    timeline: str | None = Field(default=None, description="The timeline of the dataflow.")
+    frontier: str | None = Field(
+        default=None, description="The most advanced write frontier over replicas (RFC 3339)."
+    )
+    replicas: list[ReplicaDataflowStatus] = Field(
+        default_factory=list,
+        max_length=MAX_REPLICAS_IN_STATUS,
+        description="The dataflow on each replica of its cluster.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["replica"],
+        },
+    )
+
+
+class Dataflow(ApiModel):
+    """A Dataflow custom resource."""
+
+    api_version: Literal["dataflow.dev/v1alpha1"] = Field(
+        default="dataflow.dev/v1alpha1", description="dataflow.dev/v1alpha1"
+    )
+    kind: Literal["Dataflow"] = Field(default="Dataflow", description="Dataflow")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    spec: DataflowSpec = Field(description="The desired state.")
+    status: DataflowStatus | None = Field(default=None, description="The observed state.")

@@ -1,0 +1,117 @@
+"""The operator↔replica control protocol (HTTP + JSON), versioned.
+
+The runtime in a replica's driver serves these bodies; the operator's replica client
+sends and reads them. Every body carries ``version``; a peer that receives another
+version answers 400 with an :class:`ErrorBody` instead of guessing.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field
+
+from dataflow_operator.api.dataflow import DataflowSpec, NodeStatus
+from dataflow_operator.api.meta import ApiModel
+
+__all__ = [
+    "DEFAULT_CONTROL_PORT",
+    "PROTOCOL_VERSION",
+    "DataflowReport",
+    "DesiredDataflow",
+    "DesiredDataflows",
+    "ErrorBody",
+    "InstallResult",
+    "PeekResult",
+    "ReplicaPhase",
+    "ReplicaReport",
+]
+
+PROTOCOL_VERSION = "v1"
+DEFAULT_CONTROL_PORT = 8765
+
+
+class DesiredDataflow(ApiModel):
+    """One dataflow the replica should maintain, as of one version of its resource."""
+
+    name: str = Field(description="The Dataflow's name (unique within its cluster).")
+    namespace: str | None = Field(default=None, description="The Dataflow's namespace.")
+    generation: int | None = Field(default=None, description="metadata.generation.")
+    resource_version: str | None = Field(default=None, description="metadata.resourceVersion.")
+    spec: DataflowSpec = Field(description="The dataflow's spec.")
+
+
+class DesiredDataflows(ApiModel):
+    """``PUT /dataflows``: the full desired set; the replica converges to it."""
+
+    version: Literal["v1"] = Field(default="v1", description="Protocol version.")
+    dataflows: list[DesiredDataflow] = Field(default_factory=list, description="All of them.")
+
+
+class InstallResult(ApiModel):
+    """What ``PUT /dataflows`` changed."""
+
+    version: Literal["v1"] = Field(default="v1", description="Protocol version.")
+    installed: list[str] = Field(default_factory=list, description="Newly installed.")
+    reinstalled: list[str] = Field(default_factory=list, description="Changed and reinstalled.")
+    dropped: list[str] = Field(default_factory=list, description="Removed and dropped.")
+    unchanged: list[str] = Field(default_factory=list, description="Left as they were.")
+    failed: dict[str, str] = Field(
+        default_factory=dict, description="Dataflows that could not be installed, with why."
+    )
+
+
+class ReplicaPhase(StrEnum):
+    """The runtime's own phase."""
+
+    STARTING = "Starting"
+    RUNNING = "Running"
+    EXPIRED = "Expired"
+    STOPPING = "Stopping"
+
+
+class DataflowReport(ApiModel):
+    """One dataflow as the replica maintains it."""
+
+    name: str = Field(description="The Dataflow's name.")
+    generation: int | None = Field(default=None, description="The generation installed.")
+    frontier: list[int] = Field(default_factory=list, description="Write frontier; [] closed.")
+    as_of: list[int] = Field(default_factory=list, description="The snapshot time.")
+    expiration: int | None = Field(default=None, description="Drops updates at/after (ms).")
+    until: list[int] = Field(default_factory=list, description="Produces no time at/after.")
+    hydrated: bool = Field(default=False, description="Snapshot processed.")
+    hydration_time_ms: int | None = Field(default=None, description="How long hydration took.")
+    nodes: list[NodeStatus] = Field(default_factory=list, description="Per plan node.")
+    state_rows: int = Field(default=0, ge=0, description="Rows in Spark state.")
+    state_bytes: int = Field(default=0, ge=0, description="Bytes of Spark state.")
+    expired: bool = Field(default=False, description="Stopped at its expiration.")
+    last_error: str | None = Field(default=None, description="The last error, if failing.")
+
+
+class ReplicaReport(ApiModel):
+    """``GET /status``: the replica and every dataflow it maintains."""
+
+    version: Literal["v1"] = Field(default="v1", description="Protocol version.")
+    start_time: int = Field(description="Replica start time (epoch ms).")
+    expiration: int | None = Field(default=None, description="Replica expiration (epoch ms).")
+    phase: ReplicaPhase = Field(description="The runtime's phase.")
+    dataflows: list[DataflowReport] = Field(default_factory=list, description="Dataflows.")
+
+
+class PeekResult(ApiModel):
+    """``GET /dataflows/{name}/peek``: an Index dataflow's current contents."""
+
+    version: Literal["v1"] = Field(default="v1", description="Protocol version.")
+    name: str = Field(description="The Dataflow's name.")
+    time: int = Field(description="The time the contents are valid at (epoch ms).")
+    columns: list[str] = Field(description="Column names.")
+    rows: list[list[object]] = Field(description="Rows, each with its multiplicity last.")
+
+
+class ErrorBody(ApiModel):
+    """The body of every 4xx/5xx answer."""
+
+    version: Literal["v1"] = Field(default="v1", description="Protocol version.")
+    error: str = Field(description="A CamelCase reason.")
+    message: str = Field(description="What went wrong, for a human.")

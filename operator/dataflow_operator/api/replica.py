@@ -1,0 +1,228 @@
+"""The ``Replica`` custom resource: one Spark application that runs a cluster's dataflows."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ObjectMeta
+from dataflow_operator.api.types import DurationField, QuantityField
+from dataflow_operator.core.durations import Duration
+
+__all__ = [
+    "Backoff",
+    "DriverResources",
+    "EnvVar",
+    "ExecutorResources",
+    "Replica",
+    "ReplicaSpec",
+    "ReplicaStatus",
+    "RestartCount",
+    "RestartPolicy",
+    "RestartPolicyType",
+    "RestartReason",
+]
+
+
+class RestartPolicyType(StrEnum):
+    """When a driver that ended is replaced."""
+
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+
+
+class RestartReason(StrEnum):
+    """Why a replica's driver was replaced; counted in status."""
+
+    EXPIRED = "Expired"
+    DRIVER_FAILED = "DriverFailed"
+    DRIVER_LOST = "DriverLost"
+    SPEC_CHANGED = "SpecChanged"
+
+
+class Backoff(ApiModel):
+    """Exponential backoff between restarts after failures."""
+
+    initial: DurationField = Field(
+        default=Duration(10_000), description="Delay before the first restart after a failure."
+    )
+    max: DurationField = Field(
+        default=Duration(300_000), description="The longest delay between restarts."
+    )
+    multiplier: float = Field(
+        default=2.0, ge=1.0, le=10.0, description="Factor by which the delay grows per failure."
+    )
+
+
+class RestartPolicy(ApiModel):
+    """How the operator replaces a driver that ended.
+
+    Expiration restarts are expected and never count as failures.
+    """
+
+    type: RestartPolicyType = Field(
+        default=RestartPolicyType.ALWAYS,
+        description="Always: replace any ended driver. OnFailure: only failed ones. "
+        "Never: leave a failed replica Degraded.",
+    )
+    max_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        description="Consecutive failed attempts after which the replica stays Degraded; "
+        "absent means no limit.",
+    )
+    backoff: Backoff = Field(default_factory=Backoff, description="Delay between failures.")
+    reset_after: DurationField = Field(
+        default=Duration(600_000),
+        description="A driver that ran this long without failing clears the failure count.",
+    )
+
+
+class DriverResources(ApiModel):
+    """Resources of the driver pod."""
+
+    cores: int = Field(default=1, ge=1, le=256, description="CPU cores (spark.driver.cores).")
+    memory: QuantityField = Field(
+        default="1Gi", description="Memory for the JVM heap (spark.driver.memory)."
+    )
+    memory_overhead: QuantityField | None = Field(
+        default=None, description="Extra non-heap memory; absent lets Spark compute it."
+    )
+
+
+class ExecutorResources(DriverResources):
+    """Resources of the executors, which Spark creates as pods owned by the driver."""
+
+    instances: int = Field(
+        default=1, ge=0, le=10_000, description="Number of executors (0: run in the driver)."
+    )
+
+
+class EnvVar(ApiModel):
+    """An environment variable for the driver and executors."""
+
+    name: str = Field(min_length=1, description="Variable name.")
+    value: str | None = Field(default=None, description="Literal value.")
+    value_from: dict[str, Any] | None = Field(
+        default=None,
+        description="A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef…).",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class ReplicaSpec(ApiModel):
+    """The desired state of a replica."""
+
+    cluster: str = Field(
+        min_length=1,
+        max_length=63,
+        pattern=NAME_PATTERN,
+        description="The cluster this replica belongs to: it runs every Dataflow of the cluster.",
+    )
+    image: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Container image with dataflow-operator and Spark; absent uses the "
+        "operator's default image.",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        default=None, description="Image pull policy of the driver and executors."
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        description="Service account of the driver; it must be allowed to manage executor pods.",
+    )
+    driver: DriverResources = Field(default_factory=DriverResources, description="Driver pod.")
+    executor: ExecutorResources = Field(
+        default_factory=ExecutorResources, description="Executor pods."
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, description="Extra Spark configuration (spark.* keys)."
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        description="Environment of the driver and executors.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    expiration_offset: DurationField | None = Field(
+        default=None,
+        description="How long after its start the replica expires and is restarted; "
+        "'0' disables expiration; absent uses the operator's default.",
+    )
+    restart_policy: RestartPolicy = Field(
+        default_factory=RestartPolicy, description="How ended drivers are replaced."
+    )
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _spark_keys(cls, conf: dict[str, str]) -> dict[str, str]:
+        for key in conf:
+            if not key.startswith("spark."):
+                raise ValueError(f"key {key!r} is not a Spark setting (they start with 'spark.')")
+        return conf
+
+
+class RestartCount(ApiModel):
+    """How often a replica was restarted for one reason."""
+
+    reason: RestartReason = Field(description="Why.")
+    count: int = Field(ge=0, description="How many times.")
+
+
+class ReplicaStatus(ApiModel):
+    """The observed state of a replica."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The generation of the spec last reconciled."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Ready, Progressing, Degraded and Expired.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    start_time: str | None = Field(
+        default=None, description="When the current driver attempt started (RFC 3339)."
+    )
+    start_time_ms: int | None = Field(
+        default=None, description="The same start time in epoch milliseconds, as injected."
+    )
+    expires_at: str | None = Field(
+        default=None, description="When the current attempt expires (RFC 3339); absent: never."
+    )
+    expiration_offset: str | None = Field(
+        default=None, description="The offset in force for the current attempt."
+    )
+    driver_pod: str | None = Field(default=None, description="Name of the current driver pod.")
+    attempt: int = Field(default=0, ge=0, description="Number of the current driver attempt.")
+    consecutive_failures: int = Field(
+        default=0, ge=0, description="Failures since the last healthy run; drives the backoff."
+    )
+    restarts: list[RestartCount] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Restart counts by reason.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["reason"],
+        },
+    )
+    total_restarts: int = Field(default=0, ge=0, description="Sum of the restart counts.")
+    spec_hash: str | None = Field(
+        default=None, description="Hash of the driver-relevant spec of the current attempt."
+    )
+
+
+class Replica(ApiModel):
+    """A Replica custom resource."""
+
+    api_version: Literal["dataflow.dev/v1alpha1"] = Field(
+        default="dataflow.dev/v1alpha1", description="dataflow.dev/v1alpha1"
+    )
+    kind: Literal["Replica"] = Field(default="Replica", description="Replica")
+    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    spec: ReplicaSpec = Field(description="The desired state.")
+    status: ReplicaStatus | None = Field(default=None, description="The observed state.")
