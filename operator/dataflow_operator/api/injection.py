@@ -1,0 +1,55 @@
+"""What the operator injects into a replica's driver, and how the driver reports back.
+
+The one place these names are defined: the operator's manifest builder writes them, the
+runtime reads them (environment first, then Spark conf), and the docs list them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CONF_EXPIRATION_OFFSET",
+    "CONF_START_TIME_MS",
+    "ENV_ATTEMPT",
+    "ENV_CLUSTER",
+    "ENV_CONTROL_ADDRESS",
+    "ENV_EXPIRATION_OFFSET",
+    "ENV_NAMESPACE",
+    "ENV_REPLICA",
+    "ENV_START_TIME",
+    "ENV_START_TIME_MS",
+    "ENV_STATE_DIR",
+    "EXIT_EXPIRED",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+]
+
+ENV_START_TIME_MS = "DATAFLOW_REPLICA_START_TIME_MS"
+"""The replica's start time, epoch milliseconds."""
+ENV_START_TIME = "DATAFLOW_REPLICA_START_TIME"
+"""The same start time, RFC 3339 (for humans reading ``kubectl describe pod``)."""
+ENV_EXPIRATION_OFFSET = "DATAFLOW_EXPIRATION_OFFSET"
+"""The expiration offset as a duration (``21d``); ``0`` or absent disables expiration."""
+ENV_REPLICA = "DATAFLOW_REPLICA"
+"""The Replica's name."""
+ENV_NAMESPACE = "DATAFLOW_NAMESPACE"
+"""The Replica's namespace."""
+ENV_CLUSTER = "DATAFLOW_CLUSTER"
+"""The Replica's cluster."""
+ENV_ATTEMPT = "DATAFLOW_ATTEMPT"
+"""The driver attempt number."""
+ENV_CONTROL_ADDRESS = "DATAFLOW_CONTROL_ADDRESS"
+"""``host:port`` the control API listens on."""
+ENV_STATE_DIR = "DATAFLOW_STATE_DIR"
+"""Directory for checkpoints and runtime-owned data."""
+
+CONF_START_TIME_MS = "spark.dataflow.replica.startTimeMs"
+"""Spark conf twin of :data:`ENV_START_TIME_MS`."""
+CONF_EXPIRATION_OFFSET = "spark.dataflow.replica.expirationOffset"
+"""Spark conf twin of :data:`ENV_EXPIRATION_OFFSET`."""
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_EXPIRED = 75
+"""The runtime stopped at its expiration (sysexits' EX_TEMPFAIL): restart, not a failure."""
