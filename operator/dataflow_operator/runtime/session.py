@@ -24,7 +24,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
 
 
 def spark_session(
-    master: str = "local[2]", app_name: str = "dataflow-replica", conf: Mapping[str, str] = ()
+    master: str = "local[2]",
+    app_name: str = "dataflow-replica",
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """The replica's Spark session (created once per process, then reused).
 
@@ -33,7 +35,7 @@ def spark_session(
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**LOCAL_DEFAULTS, **dict(conf)}.items():
+    for key, value in {**LOCAL_DEFAULTS, **dict(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
