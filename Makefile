@@ -9,7 +9,7 @@ EXAMPLES ?= examples/last-30-days.yaml
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
-.PHONY: install test pytest lint typecheck imports format crds crds-check run e2e bench clean
+.PHONY: install test pytest lint format crds crds-check run chart e2e clean
 
 install: $(STAMP)
 
@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python tools/install_k8s_tools.py $(BIN) >/dev/null
 	touch $(STAMP)
 
 ## test: everything CI runs — static checks, then the test suite (e2e skips without kind).
@@ -47,6 +48,11 @@ crds-check: $(STAMP)
 run: $(STAMP)
 	$(BIN)/dataflow-operator check $(EXAMPLES)
 	@echo "(the local runtime lands with the runtime issue; until then: the checked manifests)"
+
+## chart: lint the Helm chart and render it with the default values.
+chart: $(STAMP)
+	$(BIN)/helm lint charts/dataflow-operator
+	$(BIN)/helm template dataflow-operator charts/dataflow-operator >/dev/null
 
 ## e2e: the kind suite (skips, saying why, where kind or Docker is absent).
 e2e: $(STAMP)
