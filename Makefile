@@ -28,14 +28,14 @@ pytest: $(STAMP)
 
 ## lint: ruff, mypy and the import-linter layer contracts.
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests bench e2e
-	$(BIN)/ruff format --check operator tests bench e2e
+	$(BIN)/ruff check operator tests bench e2e tools
+	$(BIN)/ruff format --check operator tests bench e2e tools
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format operator tests bench e2e
-	$(BIN)/ruff check --fix operator tests bench e2e
+	$(BIN)/ruff format operator tests bench e2e tools
+	$(BIN)/ruff check --fix operator tests bench e2e tools
 
 ## crds: regenerate crds/ and the chart's crds/ from the pydantic models.
 crds: $(STAMP)

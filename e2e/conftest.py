@@ -76,11 +76,25 @@ def kind_cluster() -> Iterator[str]:
         run("kind", "load", "docker-image", IMAGE, "--name", name)
         repository, tag = IMAGE.rsplit(":", 1)
         run(
-            tool("helm"), "upgrade", "--install", "dataflow-operator", str(ROOT / "charts/dataflow-operator"),
-            "--namespace", "dataflow-system", "--create-namespace", "--wait", "--timeout", "5m",
-            "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-            "--set", "image.pullPolicy=Never",
-            "--kube-context", f"kind-{name}",
+            tool("helm"),
+            "upgrade",
+            "--install",
+            "dataflow-operator",
+            str(ROOT / "charts/dataflow-operator"),
+            "--namespace",
+            "dataflow-system",
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "5m",
+            "--set",
+            f"image.repository={repository}",
+            "--set",
+            f"image.tag={tag}",
+            "--set",
+            "image.pullPolicy=Never",
+            "--kube-context",
+            f"kind-{name}",
         )
         yield f"kind-{name}"
     finally:

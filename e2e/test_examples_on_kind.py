@@ -43,7 +43,9 @@ def test_crds_are_accepted_by_a_real_api_server(kind_cluster: str) -> None:
 
 def test_example_replica_runs_and_dataflow_hydrates(kind_cluster: str) -> None:
     kubectl(kind_cluster, "apply", "-f", str(ROOT / "examples/last-30-days.yaml"))
-    wait_for("Replica r1 Ready", lambda: condition(get(kind_cluster, "replica", "r1"), "Ready") == "True")
+    wait_for(
+        "Replica r1 Ready", lambda: condition(get(kind_cluster, "replica", "r1"), "Ready") == "True"
+    )
     replica = get(kind_cluster, "replica", "r1")
     assert replica["status"]["expiresAt"]
     wait_for(
@@ -58,7 +60,11 @@ def test_example_replica_runs_and_dataflow_hydrates(kind_cluster: str) -> None:
 
 
 def test_invalid_dataflow_is_rejected_by_the_schema(kind_cluster: str) -> None:
-    bad = (ROOT / "examples/last-30-days.yaml").read_text().replace("kind: Subscribe", "kind: Table")
-    applied = run(tool("kubectl"), "--context", kind_cluster, "apply", "-f", "-", stdin=bad, check=False)
+    bad = (
+        (ROOT / "examples/last-30-days.yaml").read_text().replace("kind: Subscribe", "kind: Table")
+    )
+    applied = run(
+        tool("kubectl"), "--context", kind_cluster, "apply", "-f", "-", stdin=bad, check=False
+    )
     assert applied.returncode != 0
     assert "spec.kind" in applied.stderr and "Unsupported value" in applied.stderr

