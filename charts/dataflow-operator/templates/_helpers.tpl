@@ -35,3 +35,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "dataflow-operator.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+
+{{/* Namespaces where Replica drivers run: the release's and every watched one. */}}
+{{- define "dataflow-operator.replicaNamespaces" -}}
+{{- $namespaces := list .Release.Namespace }}
+{{- range .Values.operator.watchNamespaces }}{{ $namespaces = append $namespaces . }}{{ end }}
+{{- $namespaces | uniq | join "," }}
+{{- end }}

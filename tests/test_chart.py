@@ -1,0 +1,89 @@
+"""The Helm chart lints, renders, and renders only objects valid for Kubernetes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts/dataflow-operator"
+HELM = ROOT / ".venv/bin/helm"
+KUBERNETES_VERSION = "1.30.0"
+
+pytestmark = pytest.mark.skipif(
+    not HELM.exists(),
+    reason="helm is not installed: run `python tools/install_k8s_tools.py .venv/bin`",
+)
+
+
+def helm(*args: str, tmp_path: Path) -> str:
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(tmp_path / "cache"),
+        "HELM_CONFIG_HOME": str(tmp_path / "config"),
+        "HELM_DATA_HOME": str(tmp_path / "data"),
+    }
+    result = subprocess.run(
+        [str(HELM), *args], capture_output=True, text=True, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    return result.stdout
+
+
+def render(tmp_path: Path, *sets: str) -> list[dict[str, Any]]:
+    flags = [arg for value in sets for arg in ("--set", value)]
+    text = helm(
+        "template",
+        "dfo",
+        str(CHART),
+        "--namespace",
+        "ops",
+        "--include-crds",
+        *flags,
+        tmp_path=tmp_path,
+    )
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def test_chart_lints(tmp_path: Path) -> None:
+    helm("lint", "--strict", str(CHART), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "sets",
+    [
+        (),
+        (
+            "operator.watchNamespaces={a,b}",
+            "operator.peering.enabled=true",
+            "metrics.serviceMonitor.enabled=true",
+        ),
+        (
+            "rbac.create=false",
+            "serviceAccount.create=false",
+            "replicas.serviceAccount.create=false",
+        ),
+    ],
+)
+def test_rendered_objects_are_valid_kubernetes(tmp_path: Path, sets: tuple[str, ...]) -> None:
+    objects = render(tmp_path, *sets)
+    assert objects
+    for obj in objects:
+        if obj["apiVersion"].startswith("monitoring.coreos.com"):
+            continue  # prometheus-operator's CRD is not part of the Kubernetes schema
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def test_chart_ships_the_generated_crds(tmp_path: Path) -> None:
+    crds = {
+        obj["metadata"]["name"]
+        for obj in render(tmp_path)
+        if obj["kind"] == "CustomResourceDefinition"
+    }
+    assert crds == {"dataflows.dataflow.dev", "replicas.dataflow.dev"}
