@@ -166,7 +166,7 @@ BROKEN: dict[str, tuple[str, str]] = {
         dataflow(
             source="      changelog: {path: b, format: json, schema: 'a INT'}\n      timeline: Wallclock\n"
         ),
-        "spec.sources[0].timeline: expected EpochMilliseconds",
+        "spec.sources[0].timeline: expected EpochMilliseconds, {user: NAME}, {external: NAME} or {counter: NAME}, got 'Wallclock'",
     ),
     "timeline on a dataflow source": (
         dataflow(source="      dataflow: {name: erp}\n      timeline: EpochMilliseconds\n"),

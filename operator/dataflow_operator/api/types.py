@@ -94,9 +94,11 @@ def _timeline(value: Any) -> Timeline:
                 ) from None
     raise PydanticCustomError(
         "timeline",
-        "expected EpochMilliseconds, {{user: NAME}}, {{external: NAME}} or {{counter: NAME}}, "
-        "got {value}",
-        {"value": repr(value)},
+        "expected {choices}, got {value}",
+        {
+            "choices": "EpochMilliseconds, {user: NAME}, {external: NAME} or {counter: NAME}",
+            "value": repr(value),
+        },
     )
 
 
