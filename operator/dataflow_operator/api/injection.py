@@ -15,6 +15,8 @@ __all__ = [
     "ENV_EXPIRATION_OFFSET",
     "ENV_NAMESPACE",
     "ENV_REPLICA",
+    "ENV_SPARK_CONF",
+    "ENV_SPARK_MASTER",
     "ENV_START_TIME",
     "ENV_START_TIME_MS",
     "ENV_STATE_DIR",
@@ -42,6 +44,13 @@ ENV_CONTROL_ADDRESS = "DATAFLOW_CONTROL_ADDRESS"
 """``host:port`` the control API listens on."""
 ENV_STATE_DIR = "DATAFLOW_STATE_DIR"
 """Directory for checkpoints and runtime-owned data."""
+ENV_SPARK_MASTER = "DATAFLOW_SPARK_MASTER"
+"""The Spark master the driver connects to: ``k8s://https://kubernetes.default.svc`` in a
+cluster; absent → ``local[*]``."""
+ENV_SPARK_CONF = "DATAFLOW_SPARK_CONF"
+"""Every Spark setting the operator chose (a JSON object of strings): ``spark.kubernetes.*``
+for executors, resources, driver host and ports, the Replica's ``sparkConf``, and the
+``spark.dataflow.*`` twins below. The runtime passes them to its Spark session."""
 
 CONF_START_TIME_MS = "spark.dataflow.replica.startTimeMs"
 """Spark conf twin of :data:`ENV_START_TIME_MS`."""
