@@ -214,6 +214,18 @@ class ReplicaStatus(ApiModel):
     spec_hash: str | None = Field(
         default=None, description="Hash of the driver-relevant spec of the current attempt."
     )
+    phase: str | None = Field(
+        default=None,
+        description="Where the current attempt is: Creating (recorded, pod being created), "
+        "Pending, Running, BackingOff (waiting to restart after a failure), Failed (given up) "
+        "or Completed.",
+    )
+    pending_restart: RestartReason | None = Field(
+        default=None, description="Why the next attempt will start, while BackingOff."
+    )
+    next_attempt_at_ms: int | None = Field(
+        default=None, description="When the next attempt starts (epoch ms), while BackingOff."
+    )
 
 
 class Replica(ApiModel):
