@@ -138,6 +138,10 @@ BROKEN: dict[str, tuple[str, str]] = {
         dataflow(sql="  sql: SELECT * FROM evnts\n"),
         "Dataflow/d1: spec.sql: SQL reads 'evnts', which is not a declared source (declared: events)",
     ),
+    "mz_now() in the select list": (
+        dataflow(sql="  sql: SELECT mz_now() FROM events\n"),
+        "Dataflow/d1: spec.sql: mz_now() may appear only in WHERE conjuncts, not in the SELECT list",
+    ),
     "unknown dataflow kind": (
         dataflow(**{"kind: Subscribe": "kind: Table"}),
         "Dataflow/d1: spec.kind: Input should be 'MaterializedView', 'Index' or 'Subscribe'",

@@ -1,0 +1,459 @@
+"""How a dataflow's query is maintained incrementally over changelog inputs.
+
+Every input relation is a changelog: the source's columns followed by ``__time``
+(BIGINT epoch ms, the update's logical time) and ``__diff`` (BIGINT, the change in
+multiplicity), in that order, as the last two columns. :func:`plan_query` is the engine's
+entry point: it finds the temporal filter (:mod:`dataflow_operator.core.temporal`) and
+classifies what remains into one of three strategies:
+
+``LINEAR``
+    ``SELECT … FROM one_source [WHERE …]`` (projection and filter; generators such as
+    ``explode`` are fine), and UNION ALL of such. Each update maps to output updates row
+    by row. Run :attr:`MaintenancePlan.sql` on every batch of input updates: its output is
+    the query's columns, then ``__time`` and ``__diff`` passed through, then the temporal
+    bound columns (if any; see :class:`~dataflow_operator.core.temporal.TemporalQuery`).
+
+``AGGREGATE``
+    One source, GROUP BY plain expressions (or a global aggregate), with only
+    ``count(*)``, ``count(x)``, ``sum(x)`` and ``avg(x)``. See :class:`AggregatePlan`
+    for the two SQL statements and what the engine does between them.
+
+``GENERAL``
+    Anything else: joins, DISTINCT, min/max and other aggregates, window functions,
+    LIMIT, subqueries, CTEs and WITH RECURSIVE, set operations other than UNION ALL of
+    linear queries. At each time the engine recomputes :attr:`MaintenancePlan.sql` over
+    the *consolidated* inputs (each relation's rows with the sum of their diffs up to that
+    time, repeated that many times, without ``__time``/``__diff``), and emits the
+    difference from the previous result: ``(row, t, new_count − old_count)`` for every
+    row whose count changed.
+
+With a temporal filter, a LINEAR query stays one stage (the bound columns ride along in
+its output). An AGGREGATE or GENERAL query over one source gets an inner, linear filter
+stage whose result (after applying the bounds) is the changelog relation
+``__mz_filtered``; :attr:`QueryPlan.maintenance` then describes the outer stage, which
+reads ``__mz_filtered`` instead of the source.
+
+``ORDER BY`` without ``LIMIT``/``OFFSET`` at the outermost level is dropped everywhere: a
+changelog has no order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.core.sql import parse_sql
+from dataflow_operator.core.sql_shape import (
+    DIFF,
+    FILTERED,
+    TIME,
+    cte_names,
+    from_table,
+    is_aggregate,
+    is_linear,
+    is_mz_now,
+    render,
+)
+from dataflow_operator.core.temporal import (
+    TemporalQuery,
+    check_reserved_names,
+    drop_unordered_order_by,
+    plan_temporal,
+)
+
+__all__ = [
+    "COUNT",
+    "GROUPS",
+    "AggregatePlan",
+    "MaintenancePlan",
+    "QueryPlan",
+    "Strategy",
+    "classify",
+    "plan_query",
+]
+
+GROUPS = "__mz_groups"
+"""Relation :attr:`AggregatePlan.final_sql` reads: the accumulated state of some groups."""
+
+COUNT = "__count"
+"""Hidden per-group row count (sum of diffs) of an AGGREGATE plan."""
+
+KEY_PREFIX = "__key_"
+SUM_PREFIX = "__sum_"
+
+
+class Strategy(enum.Enum):
+    """How the engine maintains a query's output as its inputs change."""
+
+    LINEAR = "linear"
+    AGGREGATE = "aggregate"
+    GENERAL = "general"
+
+
+@dataclass(frozen=True, slots=True)
+class AggregatePlan:
+    """The diff-weighted form of a GROUP BY query with count/sum/avg.
+
+    What the engine does:
+
+    1. Run :attr:`MaintenancePlan.sql` (``partial_sql``) on each batch of input updates.
+       It returns one row per group and time: the key columns :attr:`keys`
+       (``__key_0``, …; none for a global aggregate), ``__time``, the partial sums
+       :attr:`sums` (``__sum_0``, …; never NULL) and ``__count`` (the sum of diffs).
+    2. Keep per group, in state, the running total of each column of :attr:`sums` and of
+       ``__count`` (all start at 0 and accumulate by plain addition; none is ever NULL).
+       Apply a group's partial rows in ``__time`` order.
+    3. For every group a time changed: compute the group's output rows before and after
+       by running :attr:`final_sql` over the relation ``__mz_groups`` holding the state
+       rows (columns: keys, sums, ``__count``), and emit ``(old row, t, −1)`` and
+       ``(new row, t, +1)`` (nothing when they are equal). ``final_sql`` returns no row
+       for a group whose ``__count`` is 0 (nor for one HAVING rejects), so such a group
+       disappears; drop its state.
+    4. A global aggregate (:attr:`global_aggregate`, no GROUP BY) always has exactly one
+       output row, also over no input (``count`` 0, ``sum``/``avg`` NULL): emit
+       ``final_sql`` over the all-zero state at the dataflow's first time, and keep its
+       state even when ``__count`` is 0.
+
+    ``final_sql`` gives the query's output columns in order, named by their alias, their
+    column name, or else their SQL text (``COUNT(*)``); for Spark's exact names and types
+    rename and cast positionally to the schema of :attr:`MaintenancePlan.snapshot_sql`.
+    ``sum`` over DECIMAL gets a wider precision, ``avg`` of DECIMAL a different scale.
+    """
+
+    keys: tuple[str, ...]
+    sums: tuple[str, ...]
+    final_sql: str
+    global_aggregate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenancePlan:
+    """The strategy for one stage and the SQL the engine runs for it.
+
+    - ``sql``: LINEAR — the query over a batch of changelog updates, passing ``__time``
+      and ``__diff`` through; AGGREGATE — the partial aggregation over a batch (see
+      :class:`AggregatePlan`); GENERAL — the query over consolidated inputs.
+    - ``snapshot_sql``: the query over consolidated inputs (relations without
+      ``__time``/``__diff``), whatever the strategy: its schema is the output schema.
+    - ``inputs``: the relation names the stage reads (lower case): sources, and
+      ``__mz_filtered`` for the outer stage of a temporal query.
+    - ``aggregate``: set for AGGREGATE only.
+    """
+
+    strategy: Strategy
+    sql: str
+    snapshot_sql: str
+    inputs: frozenset[str]
+    aggregate: AggregatePlan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """Everything the engine needs for one dataflow's query.
+
+    If ``temporal.staged``: run ``temporal.inner_sql`` (linear) over each batch of source
+    updates, apply ``temporal.bounds``, drop the bound columns, and feed the result as the
+    changelog relation ``__mz_filtered`` to ``maintenance`` (AGGREGATE or GENERAL).
+    Otherwise ``maintenance`` reads the sources directly; when it is LINEAR,
+    ``maintenance.sql`` equals ``temporal.sql`` and carries the bound columns of
+    ``temporal.bounds`` (none without ``mz_now()``), to apply to its output.
+    """
+
+    temporal: TemporalQuery
+    maintenance: MaintenancePlan
+
+
+def plan_query(sql: str, source_names: Collection[str]) -> QueryPlan:
+    """Plan ``sql`` over the declared sources: temporal filter plus maintenance strategy.
+
+    Raises :class:`~dataflow_operator.core.errors.InvalidSql` (bad SQL, unsupported
+    ``mz_now()``, reserved names) and
+    :class:`~dataflow_operator.core.errors.UnknownSource` (a relation that is not a
+    source), both on ``spec.sql``.
+    """
+    temporal = plan_temporal(sql, source_names)
+    if temporal.outer_sql is not None:
+        outer = parse_sql(temporal.outer_sql, [*source_names, FILTERED])
+        maintenance = _classify(outer.tree, outer.relations)
+    else:
+        parsed = parse_sql(sql, source_names)
+        tree = parsed.tree.copy()
+        drop_unordered_order_by(tree)
+        maintenance = _classify(tree, parsed.relations)
+    if maintenance.strategy is Strategy.LINEAR:
+        maintenance = MaintenancePlan(
+            strategy=Strategy.LINEAR,
+            sql=temporal.sql,
+            snapshot_sql=maintenance.snapshot_sql,
+            inputs=maintenance.inputs,
+        )
+    return QueryPlan(temporal=temporal, maintenance=maintenance)
+
+
+def classify(sql: str, source_names: Collection[str]) -> MaintenancePlan:
+    """The maintenance strategy of ``sql``, which must not use ``mz_now()``.
+
+    A query with ``mz_now()`` needs :func:`plan_query` (it raises
+    :class:`~dataflow_operator.core.errors.InvalidSql` here).
+    """
+    parsed = parse_sql(sql, source_names)
+    tree = parsed.tree.copy()
+    check_reserved_names(tree)
+    if any(is_mz_now(node) for node in tree.walk()):
+        raise InvalidSql(
+            "classify() does not handle mz_now(); plan the query with plan_query()",
+            field="spec.sql",
+        )
+    drop_unordered_order_by(tree)
+    return _classify(tree, parsed.relations)
+
+
+def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
+    snapshot = render(tree)
+    ctes = cte_names(tree)
+    if is_linear(tree, ctes):
+        linear = tree.copy()
+        for select in [linear] if isinstance(linear, exp.Select) else linear.find_all(exp.Select):
+            if not select.is_star:
+                select.select(exp.column(TIME), exp.column(DIFF), copy=False)
+        return MaintenancePlan(Strategy.LINEAR, render(linear), snapshot, inputs)
+    if isinstance(tree, exp.Select):
+        aggregate = _aggregate_plan(tree, ctes)
+        if aggregate is not None:
+            partial_sql, plan = aggregate
+            return MaintenancePlan(Strategy.AGGREGATE, partial_sql, snapshot, inputs, plan)
+    return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs)
+
+
+# --- AGGREGATE ------------------------------------------------------------------------
+
+_NOT_AGGREGATE_ARGS = (
+    "with_",
+    "with",
+    "distinct",
+    "qualify",
+    "windows",
+    "order",
+    "sort",
+    "distribute",
+    "cluster",
+    "limit",
+    "offset",
+    "sample",
+)
+
+
+class _NotSupported(Exception):
+    """The query is not of the AGGREGATE shape (it is then GENERAL)."""
+
+
+def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, AggregatePlan] | None:
+    """The partial SQL and aggregate plan of ``select``, or ``None`` if it is not one."""
+    if any(select.args.get(key) for key in _NOT_AGGREGATE_ARGS):
+        return None
+    table = from_table(select, ctes)
+    if table is None:
+        return None
+    for node in select.walk():
+        if node is not select and isinstance(
+            node, exp.Query | exp.Exists | exp.Window | exp.Filter | exp.Star
+        ):
+            if isinstance(node, exp.Star) and isinstance(node.parent, exp.Count):
+                continue
+            return None
+    select = _unqualified(select, table.alias_or_name)
+    group = select.args.get("group")
+    try:
+        keys = _group_keys(select, group)
+    except _NotSupported:
+        return None
+    if group is None and not any(is_aggregate(n) for e in select.expressions for n in e.walk()):
+        return None
+    builder = _AggregateBuilder(keys)
+    try:
+        outputs = [builder.output(item) for item in select.expressions]
+        having = select.args.get("having")
+        having_condition = (
+            builder.condition(having.this) if isinstance(having, exp.Having) else None
+        )
+    except _NotSupported:
+        return None
+
+    partial = exp.select(
+        *(exp.alias_(key.copy(), f"{KEY_PREFIX}{i}") for i, key in enumerate(keys)),
+        exp.column(TIME),
+        *(exp.alias_(s, name) for name, s in builder.partials),
+        exp.alias_(exp.func("SUM", exp.column(DIFF)), COUNT),
+        copy=False,
+    )
+    partial.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=table.copy()))
+    where = select.args.get("where")
+    if where is not None:
+        partial.set("where", where.copy())
+    partial.set(
+        "group",
+        exp.Group(expressions=[*(key.copy() for key in keys), exp.column(TIME)]),
+    )
+
+    final = exp.select(*outputs, copy=False).from_(GROUPS, copy=False)
+    conditions: list[exp.Expr] = []
+    if group is not None:
+        conditions.append(exp.GT(this=exp.column(COUNT), expression=exp.Literal.number(0)))
+    if having_condition is not None:
+        conditions.append(having_condition)
+    if conditions:
+        final.set("where", exp.Where(this=exp.and_(*conditions)))
+    plan = AggregatePlan(
+        keys=tuple(f"{KEY_PREFIX}{i}" for i in range(len(keys))),
+        sums=tuple(name for name, _ in builder.partials),
+        final_sql=render(final),
+        global_aggregate=group is None,
+    )
+    return render(partial), plan
+
+
+def _unqualified(select: exp.Select, relation: str) -> exp.Select:
+    """A copy of ``select`` whose columns drop the qualifier naming its only relation."""
+
+    def strip(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table.lower() == relation.lower():
+            return exp.Column(this=node.this.copy())
+        return node
+
+    result = select.transform(strip)
+    assert isinstance(result, exp.Select)
+    return result
+
+
+def _group_keys(select: exp.Select, group: exp.Expr | None) -> list[exp.Expr]:
+    if group is None:
+        return []
+    if not isinstance(group, exp.Group) or any(
+        group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals", "all")
+    ):
+        raise _NotSupported
+    aliases = {item.alias.lower(): item for item in select.expressions if item.alias}
+    keys: list[exp.Expr] = []
+    for expression in group.expressions:
+        if isinstance(expression, exp.GroupingSets | exp.Cube | exp.Rollup):
+            raise _NotSupported
+        if isinstance(expression, exp.Literal) and expression.is_int:
+            position = int(expression.name)
+            if not 1 <= position <= len(select.expressions):
+                raise _NotSupported
+            keys.append(select.expressions[position - 1].unalias())
+            continue
+        if isinstance(expression, exp.Column) and not expression.table:
+            aliased = aliases.get(expression.name.lower())
+            if aliased is not None and aliased.unalias() != expression:
+                # GROUP BY a name that is also an output alias: Spark picks the source
+                # column if there is one, which only the schema tells.
+                raise _NotSupported
+        if any(is_aggregate(n) for n in expression.walk()):
+            raise _NotSupported
+        keys.append(expression)
+    return keys
+
+
+class _AggregateBuilder:
+    """Rewrites output expressions over the group state, collecting partial sums."""
+
+    def __init__(self, keys: list[exp.Expr]) -> None:
+        self._keys = keys
+        self.partials: list[tuple[str, exp.Expr]] = []
+        self._by_sql: dict[str, str] = {}
+
+    def output(self, item: exp.Expr) -> exp.Expr:
+        """Select item ``item`` computed from the state, named as Spark would show it."""
+        if isinstance(item, exp.Alias):
+            name, expression = item.alias, item.this
+        elif isinstance(item, exp.Column):
+            name, expression = item.name, item
+        else:
+            name, expression = render(item), item
+        return exp.alias_(self.condition(expression), name, quoted=not _plain(name))
+
+    def condition(self, expression: exp.Expr) -> exp.Expr:
+        """``expression`` (over keys and aggregates) computed from the state columns."""
+        return expression.transform(self._rewrite)
+
+    def _rewrite(self, node: exp.Expr) -> exp.Expr:
+        for index, key in enumerate(self._keys):
+            if node == key:
+                return exp.column(f"{KEY_PREFIX}{index}")
+        if is_aggregate(node):
+            return self._aggregate(node)
+        if isinstance(node, exp.Column):
+            raise _NotSupported  # neither a group key nor inside an aggregate
+        return node
+
+    def _aggregate(self, node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Count | exp.Sum | exp.Avg):
+            raise _NotSupported
+        argument = node.this
+        if node.expressions or argument is None or isinstance(argument, exp.Distinct):
+            raise _NotSupported
+        if any(is_aggregate(n) or is_mz_now(n) for n in argument.walk()):
+            raise _NotSupported
+        count = self._count(argument)
+        if isinstance(node, exp.Count):
+            return count
+        total = self._sum(argument)
+        if isinstance(node, exp.Sum):
+            return _null_if_zero(count, total)
+        return _null_if_zero(count, exp.Div(this=total, expression=count.copy()))
+
+    def _partial(self, expression: exp.Expr) -> exp.Column:
+        """The state column accumulating the diff-weighted partial sum ``expression``."""
+        text = render(expression)
+        name = self._by_sql.get(text)
+        if name is None:
+            name = f"{SUM_PREFIX}{len(self.partials)}"
+            self._by_sql[text] = name
+            self.partials.append((name, expression))
+        return exp.column(name)
+
+    def _count(self, argument: exp.Expr) -> exp.Column:
+        """count(argument): the row count for ``*`` and constants, else the non-NULL count."""
+        if isinstance(argument, exp.Star | exp.Literal):
+            return exp.column(COUNT)
+        weighted = exp.Case(
+            ifs=[
+                exp.If(
+                    this=exp.Not(this=exp.Is(this=_paren(argument), expression=exp.Null())),
+                    true=exp.column(DIFF),
+                )
+            ],
+            default=exp.Literal.number(0),
+        )
+        return self._partial(exp.func("SUM", weighted))
+
+    def _sum(self, argument: exp.Expr) -> exp.Column:
+        weighted = exp.Mul(this=_paren(argument), expression=exp.column(DIFF))
+        return self._partial(exp.func("COALESCE", exp.func("SUM", weighted), exp.Literal.number(0)))
+
+
+def _paren(expression: exp.Expr) -> exp.Expr:
+    if isinstance(expression, exp.Column | exp.Literal | exp.Paren | exp.Func):
+        return expression.copy()
+    return exp.Paren(this=expression.copy())
+
+
+def _null_if_zero(count: exp.Expr, value: exp.Expr) -> exp.Expr:
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.EQ(this=count.copy(), expression=exp.Literal.number(0)),
+                true=exp.Null(),
+            )
+        ],
+        default=value,
+    )
+
+
+def _plain(name: str) -> bool:
+    return name.replace("_", "a").isalnum() and not name[:1].isdigit()
