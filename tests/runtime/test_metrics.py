@@ -1,0 +1,71 @@
+"""Prometheus text rendered from a replica report."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dataflow_operator.api.dataflow import NodeStatus
+from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
+from dataflow_operator.runtime.metrics import render_metrics
+
+parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client parses")
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in parser.text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_report_renders_per_dataflow_gauges() -> None:
+    now = 1_700_000_000_000
+    report = ReplicaReport(
+        start_time=now - 60_000,
+        expiration=now + 3_600_000,
+        phase=ReplicaPhase.RUNNING,
+        dataflows=[
+            DataflowReport(
+                name='we"ird\\name',
+                frontier=[now - 1500],
+                expiration=now + 7_200_000,
+                hydrated=True,
+                hydration_time_ms=2500,
+                nodes=[
+                    NodeStatus(id=1, operator="Scan", hydrated=True),
+                    NodeStatus(id=2, operator="Agg", hydrated=True),
+                ],
+                state_rows=42,
+                state_bytes=4096,
+            ),
+            DataflowReport(name="closed", frontier=[], last_error="boom"),
+        ],
+    )
+    samples = _samples(render_metrics(report, now, {"replica": "r1"}))
+    flow = (("dataflow", 'we"ird\\name'), ("replica", "r1"))
+    assert samples[("dataflow_write_frontier_seconds", flow)] == (now - 1500) / 1000
+    assert samples[("dataflow_expiration_remaining_seconds", flow)] == 7200
+    assert samples[("dataflow_hydrated", flow)] == 1
+    assert samples[("dataflow_hydration_time_seconds", flow)] == 2.5
+    assert samples[("dataflow_plan_nodes_hydrated", flow)] == 2
+    assert samples[("dataflow_state_rows", flow)] == 42
+    assert samples[("dataflow_state_bytes", flow)] == 4096
+    closed = (("dataflow", "closed"), ("replica", "r1"))
+    assert math.isinf(samples[("dataflow_write_frontier_seconds", closed)])
+    assert samples[("dataflow_hydrated", closed)] == 0
+    assert samples[("dataflow_failing", closed)] == 1
+    assert ("dataflow_expiration_remaining_seconds", closed) not in samples
+    assert samples[("dataflow_replica_expiration_remaining_seconds", (("replica", "r1"),))] == 3600
+    assert samples[("dataflow_replica_phase", (("phase", "Running"), ("replica", "r1")))] == 1
+    assert samples[("dataflow_replica_phase", (("phase", "Expired"), ("replica", "r1")))] == 0
+    assert samples[("dataflow_replica_dataflows", (("replica", "r1"),))] == 2
+
+
+def test_an_empty_replica_still_renders() -> None:
+    text = render_metrics(ReplicaReport(start_time=0, phase=ReplicaPhase.STARTING), 0)
+    samples = _samples(text)
+    assert samples[("dataflow_replica_dataflows", ())] == 0
+    assert text.endswith("\n")
