@@ -19,6 +19,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "crds": ("dataflow_operator.crds_command", "write (or --check) the generated CRDs"),
     "check": ("dataflow_operator.check", "validate manifests offline"),
+    "operator": ("dataflow_operator.controller.command", "run the Kubernetes operator (kopf)"),
     "explain": ("dataflow_operator.runtime.explain_command", "print dataflow plans (--node-ids)"),
 }
 """Subcommand → (module, one-line help)."""

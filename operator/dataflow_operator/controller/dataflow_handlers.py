@@ -1,0 +1,87 @@
+"""What happens when a Dataflow is created, changed or deleted.
+
+Validation runs against the whole cluster (a dataflow may read others), the result
+becomes the Ready condition (written by the status writer) and, when invalid, a Warning
+Event with the core's exact message. Installing is the replica daemons' job: they are
+woken to send their full desired set, from which an invalid dataflow is absent.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from dataflow_operator.controller.state import OperatorState
+
+__all__ = ["dataflow_changed", "dataflow_deleted"]
+
+
+def _cluster(body: Mapping[str, Any]) -> str | None:
+    cluster = (body.get("spec") or {}).get("cluster")
+    return cluster if isinstance(cluster, str) else None
+
+
+def dataflow_changed(
+    *,
+    state: OperatorState,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    dataflows: kopf.Index[Any, Mapping[str, Any]],
+) -> None:
+    """Validate within the cluster, report, and wake the cluster's replicas."""
+    cluster = _cluster(body)
+    if cluster is None:
+        kopf.warn(body, reason="InvalidSpec", message="spec.cluster: required field is missing")
+        return
+    view = state.cluster_view(namespace, cluster, dataflows.get((namespace, cluster), []))
+    validity = view.validity.get(name)
+    replicas = state.replicas_of(namespace, cluster)
+    if validity is not None and not validity.ok:
+        kopf.warn(body, reason=validity.reason, message=validity.message)
+    else:
+        kopf.info(body, reason="Accepted", message=f"installing on {len(replicas)} replica(s)")
+    state.mark_dirty(namespace, cluster, [*view.dataflows, *view.invalid_schema])
+    state.wake_cluster(namespace, cluster)
+
+
+def dataflow_deleted(
+    *,
+    state: OperatorState,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    runtime: datetime.timedelta,
+    dataflows: kopf.Index[Any, Mapping[str, Any]],
+) -> None:
+    """Drop from every replica; wait for them to confirm, up to the delete timeout.
+
+    Raises :class:`kopf.TemporaryError` while some ready replica still reports it.
+    """
+    cluster = _cluster(body)
+    if cluster is None:
+        return
+    view = state.cluster_view(namespace, cluster, dataflows.get((namespace, cluster), []))
+    state.mark_dirty(namespace, cluster, [n for n in view.dataflows if n != name])
+    state.wake_cluster(namespace, cluster)
+    holders = sorted(
+        replica
+        for replica, rt in state.replicas_of(namespace, cluster)
+        if rt.ready and rt.report is not None and any(d.name == name for d in rt.report.dataflows)
+    )
+    if not holders:
+        kopf.info(body, reason="Dropped", message="dropped from every replica of the cluster")
+        return
+    timeout = state.config.delete_timeout.millis / 1000
+    if runtime.total_seconds() >= timeout:
+        kopf.warn(
+            body,
+            reason="DropTimedOut",
+            message=f"replica(s) {', '.join(holders)} did not confirm the drop within "
+            f"{timeout:g}s; deleting anyway",
+        )
+        return
+    raise kopf.TemporaryError(f"waiting for {', '.join(holders)} to drop it", delay=1)

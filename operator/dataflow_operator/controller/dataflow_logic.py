@@ -1,0 +1,225 @@
+"""Pure decisions for Dataflows: validity within their cluster, the desired set of a
+replica, and the status that the replicas' reports add up to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dataflow_operator.api.catalog import Catalog
+from dataflow_operator.api.dataflow import (
+    MAX_NODES_IN_STATUS,
+    MAX_REPLICAS_IN_STATUS,
+    Dataflow,
+    DataflowSpec,
+    DataflowStatus,
+    ReplicaDataflowStatus,
+)
+from dataflow_operator.api.protocol import DataflowReport, DesiredDataflow, DesiredDataflows
+from dataflow_operator.controller.status_conditions import from_api, to_api
+from dataflow_operator.core.conditions import set_condition
+from dataflow_operator.core.durations import Duration
+from dataflow_operator.core.errors import DomainError
+from dataflow_operator.core.time import Timestamp, format_timestamp
+
+__all__ = [
+    "ReplicaSeen",
+    "Validity",
+    "dataflow_status",
+    "dependents",
+    "desired_dataflows",
+    "spec_digest",
+    "status_patch",
+    "validate",
+]
+
+READY = "Ready"
+HYDRATED = "Hydrated"
+
+
+@dataclass(frozen=True, slots=True)
+class Validity:
+    """Whether a dataflow may be installed, and if not, why (a DomainError's reason)."""
+
+    ok: bool
+    reason: str = "Valid"
+    message: str = ""
+    field: str | None = None
+    timeline: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSeen:
+    """One replica of the cluster as the operator last saw it."""
+
+    name: str
+    ready: bool
+    report: DataflowReport | None
+    """This dataflow in the replica's last ``GET /status``; ``None`` if not there."""
+
+
+def spec_digest(spec: DataflowSpec) -> str:
+    """A short hash of a spec's content (what decides whether it must be reinstalled)."""
+    encoded = json.dumps(spec.to_wire(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
+
+
+def validate(specs: Mapping[str, DataflowSpec], names: Iterable[str]) -> dict[str, Validity]:
+    """Validity of each of ``names`` against the whole cluster's ``specs``.
+
+    The first problem wins; its reason (``MultipleTimelines``, ``UnknownSource``,
+    ``InvalidSql``…) and its exact message go into the Ready condition.
+    """
+    catalog = Catalog(specs)
+    result: dict[str, Validity] = {}
+    for name in names:
+        problems = catalog.problems(name)
+        if problems:
+            first = problems[0]
+            result[name] = Validity(
+                ok=False, reason=first.error.reason, message=first.error.message, field=first.field
+            )
+            continue
+        try:
+            timeline = catalog.timeline(name)
+        except DomainError as error:  # pragma: no cover - problems() reports it first
+            result[name] = Validity(False, error.reason, error.message, error.field)
+            continue
+        result[name] = Validity(ok=True, timeline=str(timeline) if timeline else None)
+    return result
+
+
+def dependents(specs: Mapping[str, DataflowSpec], changed: Iterable[str]) -> set[str]:
+    """``changed`` and every dataflow that reads one of them, transitively."""
+    readers: dict[str, set[str]] = {}
+    for name, spec in specs.items():
+        for source in spec.sources:
+            if source.dataflow is not None:
+                readers.setdefault(source.dataflow.name, set()).add(name)
+    result: set[str] = set()
+    pending = list(changed)
+    while pending:
+        name = pending.pop()
+        if name in result:
+            continue
+        result.add(name)
+        pending.extend(readers.get(name, ()))
+    return result
+
+
+def desired_dataflows(
+    dataflows: Iterable[Dataflow], validity: Mapping[str, Validity]
+) -> DesiredDataflows:
+    """The full desired set of a replica: every valid, not-deleted dataflow, by name."""
+    desired = [
+        DesiredDataflow(
+            name=df.metadata.name,
+            namespace=df.metadata.namespace,
+            generation=df.metadata.generation,
+            resource_version=df.metadata.resource_version,
+            spec=df.spec,
+        )
+        for df in dataflows
+        if validity.get(df.metadata.name, Validity(False)).ok
+        and not df.metadata.model_extra.get("deletionTimestamp")  # type: ignore[union-attr]
+    ]
+    return DesiredDataflows(dataflows=sorted(desired, key=lambda d: d.name))
+
+
+def _entry(seen: ReplicaSeen) -> ReplicaDataflowStatus:
+    report = seen.report
+    assert report is not None
+    frontier = [min(report.frontier)] if report.frontier else []
+    return ReplicaDataflowStatus(
+        replica=seen.name,
+        frontier=frontier,
+        expiration=report.expiration,
+        hydrated=report.hydrated,
+        hydration_time=(
+            Duration(report.hydration_time_ms) if report.hydration_time_ms is not None else None
+        ),
+        nodes=sorted(report.nodes, key=lambda n: n.id)[:MAX_NODES_IN_STATUS],
+    )
+
+
+def dataflow_status(
+    generation: int | None,
+    old: DataflowStatus,
+    validity: Validity,
+    replicas: Sequence[ReplicaSeen],
+    now: Timestamp,
+) -> DataflowStatus:
+    """The Dataflow's status from its validity and every replica's latest report.
+
+    ``Ready``: valid (False with the error's reason and exact message otherwise).
+    ``Hydrated``: True when hydrated on at least one Ready replica. ``replicas`` lists
+    the replicas that report the dataflow, by name, at most 64.
+    """
+    conditions = from_api(old.conditions)
+    reporting = sorted((r for r in replicas if r.report is not None), key=lambda r: r.name)
+    entries = [_entry(r) for r in reporting][:MAX_REPLICAS_IN_STATUS]
+    if validity.ok:
+        installed = len(reporting)
+        conditions = set_condition(
+            conditions,
+            type_=READY,
+            status=True,
+            reason="Installed" if installed else "Accepted",
+            message=f"installed on {installed} of {len(replicas)} replica(s)",
+            now=now,
+            observed_generation=generation,
+        )
+        hydrated_on = sorted(
+            r.name for r in reporting if r.ready and r.report is not None and r.report.hydrated
+        )
+        conditions = set_condition(
+            conditions,
+            type_=HYDRATED,
+            status=bool(hydrated_on),
+            reason="Hydrated" if hydrated_on else "NotHydrated",
+            message=(
+                f"hydrated on {', '.join(hydrated_on)}"
+                if hydrated_on
+                else "not hydrated on any ready replica"
+            ),
+            now=now,
+            observed_generation=generation,
+        )
+    else:
+        conditions = set_condition(
+            conditions,
+            type_=READY,
+            status=False,
+            reason=validity.reason,
+            message=validity.message,
+            now=now,
+            observed_generation=generation,
+        )
+        conditions = set_condition(
+            conditions,
+            type_=HYDRATED,
+            status=False,
+            reason=validity.reason,
+            message="not installed: the spec is invalid",
+            now=now,
+            observed_generation=generation,
+        )
+    frontiers = [e.frontier[0] for e in entries if e.frontier]
+    return DataflowStatus(
+        observed_generation=generation,
+        conditions=to_api(conditions),
+        timeline=validity.timeline,
+        frontier=format_timestamp(max(frontiers)) if frontiers else None,
+        replicas=entries,
+    )
+
+
+def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch of ``status`` with only what changed (removed keys → ``None``)."""
+    patch: dict[str, Any] = {key: value for key, value in new.items() if old.get(key) != value}
+    patch.update({key: None for key in old if key not in new})
+    return patch

@@ -1,0 +1,354 @@
+"""Pure builders of the Kubernetes objects behind a Replica: its driver Pod and Service.
+
+The driver runs ``dataflow-operator replica`` in the Replica's image. Spark, in client
+mode inside that pod, creates the executors itself (``spark.kubernetes.*``): in the same
+namespace, owned by the driver pod, with the replica's image and service account. The
+operator injects the attempt's start time and expiration offset, as environment
+variables and as Spark conf (names in :mod:`dataflow_operator.api.injection`).
+
+Injected environment of the driver container:
+
+==================================  ==================================================
+``DATAFLOW_REPLICA_START_TIME_MS``  attempt start, epoch milliseconds
+``DATAFLOW_REPLICA_START_TIME``     the same, RFC 3339
+``DATAFLOW_EXPIRATION_OFFSET``      offset in force (``21d``; ``0`` disables)
+``DATAFLOW_REPLICA``/``_NAMESPACE``  the Replica
+``DATAFLOW_CLUSTER``/``_ATTEMPT``   its cluster and the attempt number
+``DATAFLOW_CONTROL_ADDRESS``        ``0.0.0.0:PORT`` the control API listens on
+``DATAFLOW_SPARK_MASTER``           ``k8s://https://kubernetes.default.svc``
+``DATAFLOW_SPARK_CONF``             every Spark setting below, as a JSON object
+==================================  ==================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from dataflow_operator.api import injection
+from dataflow_operator.api.meta import API_VERSION
+from dataflow_operator.api.replica import Replica
+from dataflow_operator.controller.config import OperatorConfig
+from dataflow_operator.controller.naming import (
+    ANNOTATION_CONTROL_ADDRESS,
+    ANNOTATION_SPEC_HASH,
+    DRIVER_CONTAINER,
+    LABEL_ATTEMPT,
+    LABEL_REPLICA,
+    LABEL_ROLE,
+    ROLE_DRIVER,
+    ROLE_EXECUTOR,
+    driver_service_name,
+    standard_labels,
+)
+from dataflow_operator.core.durations import Duration
+from dataflow_operator.core.time import Timestamp, format_timestamp
+
+__all__ = [
+    "DRIVER_BLOCK_MANAGER_PORT",
+    "DRIVER_PORT",
+    "SPARK_MASTER",
+    "Attempt",
+    "build_driver_pod",
+    "build_driver_service",
+    "control_address",
+    "driver_spec_hash",
+    "effective_offset",
+    "memory_to_spark",
+    "quantity_bytes",
+    "spark_conf",
+]
+
+SPARK_MASTER = "k8s://https://kubernetes.default.svc"
+DRIVER_PORT = 7078
+DRIVER_BLOCK_MANAGER_PORT = 7079
+UI_PORT = 4040
+NON_JVM_OVERHEAD_FACTOR = 0.4  # Spark's own factor for Python drivers
+MIN_OVERHEAD_BYTES = 384 * 2**20
+_PROTECTED_PREFIXES = ("spark.dataflow.", "spark.kubernetes.driver.pod.name")
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_FACTORS: dict[str, float] = {
+    "": 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One driver attempt of a replica: what its pod is built from."""
+
+    number: int
+    pod_name: str
+    start_time_ms: Timestamp
+
+
+def quantity_bytes(quantity: str) -> int:
+    """Bytes of a Kubernetes memory quantity (``2Gi`` → 2147483648), rounded up."""
+    match = _QUANTITY.match(quantity)
+    if match is None:
+        raise ValueError(f"not a Kubernetes quantity: {quantity!r}")
+    return math.ceil(float(match.group(1)) * _FACTORS[match.group(2) or ""])
+
+
+def memory_to_spark(quantity: str) -> str:
+    """A Kubernetes quantity in Spark's units: whole mebibytes (``1Gi`` → ``1024m``)."""
+    return f"{max(1, math.ceil(quantity_bytes(quantity) / 2**20))}m"
+
+
+def effective_offset(replica: Replica, config: OperatorConfig) -> Duration:
+    """The Replica's expiration offset, else the operator's default; zero disables."""
+    if replica.spec.expiration_offset is not None:
+        return replica.spec.expiration_offset
+    return config.default_expiration_offset
+
+
+def _image(replica: Replica, config: OperatorConfig) -> str:
+    return replica.spec.image or config.default_image
+
+
+def _service_account(replica: Replica, config: OperatorConfig) -> str | None:
+    return replica.spec.service_account_name or config.service_account or None
+
+
+def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
+    """Hash of everything a running driver cannot change without a restart.
+
+    Image, pull policy, service account, resources, Spark conf, environment and the
+    offset in force; not the cluster's Dataflows, nor the restart policy.
+    """
+    spec = replica.spec
+    relevant = {
+        "image": _image(replica, config),
+        "imagePullPolicy": spec.image_pull_policy,
+        "serviceAccountName": _service_account(replica, config),
+        "driver": spec.driver.to_wire(),
+        "executor": spec.executor.to_wire(),
+        "sparkConf": spec.spark_conf,
+        "env": [item.to_wire() for item in spec.env],
+        "expirationOffset": str(effective_offset(replica, config)),
+    }
+    encoded = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
+
+
+def _namespace(replica: Replica) -> str:
+    return replica.metadata.namespace or "default"
+
+
+def control_address(replica: Replica, port: int) -> str:
+    """``http://host:port`` of the replica's control API.
+
+    The driver Service's DNS name, unless the Replica's
+    ``dataflow.dev/control-address`` annotation names another address.
+    """
+    override = replica.metadata.annotations.get(ANNOTATION_CONTROL_ADDRESS)
+    if override:
+        return override if "://" in override else f"http://{override}"
+    service = driver_service_name(replica.metadata.name)
+    return f"http://{service}.{_namespace(replica)}.svc:{port}"
+
+
+def spark_conf(
+    replica: Replica, config: OperatorConfig, attempt: Attempt, offset: Duration
+) -> dict[str, str]:
+    """The Spark settings of the driver: executors on Kubernetes, resources, injection.
+
+    The Replica's own ``sparkConf`` overrides the operator's choices except the
+    injected ``spark.dataflow.*`` twins and the driver pod name, which Spark needs to
+    own its executors.
+    """
+    spec = replica.spec
+    namespace = _namespace(replica)
+    service = driver_service_name(replica.metadata.name)
+    labels = standard_labels(replica.metadata.name, spec.cluster)
+    conf: dict[str, str] = {
+        "spark.master": SPARK_MASTER,
+        "spark.submit.deployMode": "client",
+        "spark.app.name": f"{namespace}.{replica.metadata.name}",
+        "spark.kubernetes.namespace": namespace,
+        "spark.kubernetes.container.image": _image(replica, config),
+        "spark.kubernetes.executor.deleteOnTermination": "true",
+        "spark.driver.host": f"{service}.{namespace}.svc",
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(DRIVER_BLOCK_MANAGER_PORT),
+        "spark.driver.cores": str(spec.driver.cores),
+        "spark.driver.memory": memory_to_spark(spec.driver.memory),
+        "spark.executor.instances": str(spec.executor.instances),
+        "spark.executor.cores": str(spec.executor.cores),
+        "spark.executor.memory": memory_to_spark(spec.executor.memory),
+    }
+    if spec.image_pull_policy:
+        conf["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy
+    account = _service_account(replica, config)
+    if account:
+        conf["spark.kubernetes.authenticate.driver.serviceAccountName"] = account
+        conf["spark.kubernetes.authenticate.executor.serviceAccountName"] = account
+    if spec.driver.memory_overhead:
+        conf["spark.driver.memoryOverhead"] = memory_to_spark(spec.driver.memory_overhead)
+    if spec.executor.memory_overhead:
+        conf["spark.executor.memoryOverhead"] = memory_to_spark(spec.executor.memory_overhead)
+    for key, value in {**labels, LABEL_ROLE: ROLE_EXECUTOR}.items():
+        conf[f"spark.kubernetes.executor.label.{key}"] = value
+    for item in spec.env:
+        if item.value is not None:
+            conf[f"spark.executorEnv.{item.name}"] = item.value
+    user = {k: v for k, v in spec.spark_conf.items() if not k.startswith(_PROTECTED_PREFIXES)}
+    conf.update(user)
+    conf["spark.kubernetes.driver.pod.name"] = attempt.pod_name
+    conf[injection.CONF_START_TIME_MS] = str(attempt.start_time_ms)
+    conf[injection.CONF_EXPIRATION_OFFSET] = str(offset)
+    return dict(sorted(conf.items()))
+
+
+def _driver_memory_limit(replica: Replica) -> str:
+    heap = quantity_bytes(replica.spec.driver.memory)
+    if replica.spec.driver.memory_overhead:
+        overhead = quantity_bytes(replica.spec.driver.memory_overhead)
+    else:
+        overhead = max(MIN_OVERHEAD_BYTES, math.ceil(heap * NON_JVM_OVERHEAD_FACTOR))
+    return f"{math.ceil((heap + overhead) / 2**20)}Mi"
+
+
+def _owner_reference(replica: Replica) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Replica",
+        "name": replica.metadata.name,
+        "uid": replica.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _env(
+    replica: Replica, config: OperatorConfig, attempt: Attempt, offset: Duration
+) -> list[dict[str, Any]]:
+    injected = {
+        injection.ENV_START_TIME_MS: str(attempt.start_time_ms),
+        injection.ENV_START_TIME: format_timestamp(attempt.start_time_ms),
+        injection.ENV_EXPIRATION_OFFSET: str(offset),
+        injection.ENV_REPLICA: replica.metadata.name,
+        injection.ENV_NAMESPACE: _namespace(replica),
+        injection.ENV_CLUSTER: replica.spec.cluster,
+        injection.ENV_ATTEMPT: str(attempt.number),
+        injection.ENV_CONTROL_ADDRESS: f"0.0.0.0:{config.control_port}",
+        injection.ENV_SPARK_MASTER: SPARK_MASTER,
+        injection.ENV_SPARK_CONF: json.dumps(spark_conf(replica, config, attempt, offset)),
+    }
+    user = [item.to_wire() for item in replica.spec.env if item.name not in injected]
+    return [*({"name": k, "value": v} for k, v in injected.items()), *user]
+
+
+def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt) -> dict[str, Any]:
+    """The driver Pod of one attempt, owned by the Replica (``controller: true``)."""
+    spec = replica.spec
+    offset = effective_offset(replica, config)
+    labels = {
+        **standard_labels(replica.metadata.name, spec.cluster),
+        LABEL_ROLE: ROLE_DRIVER,
+        LABEL_ATTEMPT: str(attempt.number),
+    }
+    container: dict[str, Any] = {
+        "name": DRIVER_CONTAINER,
+        "image": _image(replica, config),
+        "command": ["dataflow-operator", "replica"],
+        "env": _env(replica, config, attempt, offset),
+        "ports": [
+            {"name": "control", "containerPort": config.control_port, "protocol": "TCP"},
+            {"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
+            {"name": "block-manager", "containerPort": DRIVER_BLOCK_MANAGER_PORT},
+            {"name": "spark-ui", "containerPort": UI_PORT, "protocol": "TCP"},
+        ],
+        "resources": {
+            "requests": {"cpu": str(spec.driver.cores), "memory": _driver_memory_limit(replica)},
+            "limits": {"memory": _driver_memory_limit(replica)},
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "control"},
+            "periodSeconds": 5,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "control"},
+            "initialDelaySeconds": 30,
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+    }
+    if spec.image_pull_policy:
+        container["imagePullPolicy"] = spec.image_pull_policy
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "subdomain": driver_service_name(replica.metadata.name),
+    }
+    account = _service_account(replica, config)
+    if account:
+        pod_spec["serviceAccountName"] = account
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": attempt.pod_name,
+            "namespace": _namespace(replica),
+            "labels": labels,
+            "annotations": {ANNOTATION_SPEC_HASH: driver_spec_hash(replica, config)},
+            "ownerReferences": [_owner_reference(replica)],
+        },
+        "spec": pod_spec,
+    }
+
+
+def build_driver_service(replica: Replica, config: OperatorConfig) -> dict[str, Any]:
+    """The headless Service that gives the current driver a stable DNS name.
+
+    Executors reach the driver through it (``spark.driver.host``), and so does the
+    operator's control-API client. It selects whichever driver pod of the replica
+    exists; there is never more than one.
+    """
+    labels = standard_labels(replica.metadata.name, replica.spec.cluster)
+    selector = {
+        LABEL_REPLICA: labels[LABEL_REPLICA],
+        LABEL_ROLE: ROLE_DRIVER,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": driver_service_name(replica.metadata.name),
+            "namespace": _namespace(replica),
+            "labels": labels,
+            "ownerReferences": [_owner_reference(replica)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+            "ports": [
+                {"name": "control", "port": config.control_port, "targetPort": "control"},
+                {"name": "spark-driver", "port": DRIVER_PORT, "targetPort": "spark-driver"},
+                {
+                    "name": "block-manager",
+                    "port": DRIVER_BLOCK_MANAGER_PORT,
+                    "targetPort": "block-manager",
+                },
+            ],
+        },
+    }

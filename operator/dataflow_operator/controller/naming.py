@@ -1,0 +1,88 @@
+"""Names, labels and annotations of what the operator creates for a Replica.
+
+Names are deterministic (the driver pod of attempt 3 of Replica ``r1`` is
+``r1-driver-3``), so that an operator restarted half-way through a restart finds the
+pod it meant to create instead of creating a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from dataflow_operator.api.meta import GROUP
+
+__all__ = [
+    "ANNOTATION_CONTROL_ADDRESS",
+    "ANNOTATION_SPEC_HASH",
+    "DRIVER_CONTAINER",
+    "FINALIZER",
+    "LABEL_ATTEMPT",
+    "LABEL_CLUSTER",
+    "LABEL_REPLICA",
+    "LABEL_ROLE",
+    "ROLE_DRIVER",
+    "ROLE_EXECUTOR",
+    "driver_pod_name",
+    "driver_service_name",
+    "label_value",
+    "standard_labels",
+]
+
+LABEL_REPLICA = f"{GROUP}/replica"
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_ATTEMPT = f"{GROUP}/attempt"
+LABEL_ROLE = f"{GROUP}/role"
+ROLE_DRIVER = "driver"
+ROLE_EXECUTOR = "executor"
+ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+ANNOTATION_CONTROL_ADDRESS = f"{GROUP}/control-address"
+"""On a Replica: ``host:port`` (or ``http://host:port``) of its control API, overriding
+the driver Service's DNS name — for tests and for debugging through a port-forward."""
+FINALIZER = f"{GROUP}/finalizer"
+DRIVER_CONTAINER = "driver"
+
+_MAX_LABEL = 63
+_MAX_DNS_LABEL = 63
+_NOT_DNS = re.compile(r"[^a-z0-9-]")
+
+
+def _digest(text: str, length: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def label_value(value: str) -> str:
+    """``value`` if it fits in a label (63 chars), else a truncated form with a hash."""
+    if len(value) <= _MAX_LABEL:
+        return value
+    return f"{value[: _MAX_LABEL - 9].rstrip('-.')}-{_digest(value)}"
+
+
+def driver_pod_name(replica: str, attempt: int) -> str:
+    """The driver pod of one attempt: ``{replica}-driver-{attempt}``."""
+    suffix = f"-driver-{attempt}"
+    if len(replica) + len(suffix) <= 253:
+        return replica + suffix
+    return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"
+
+
+def driver_service_name(replica: str) -> str:
+    """The headless Service of a replica's driver (a DNS-1035 label, at most 63 chars)."""
+    base = _NOT_DNS.sub("-", replica.lower())
+    name = f"{base}-driver"
+    if len(name) <= _MAX_DNS_LABEL and name[0].isalpha():
+        return name
+    return f"df-{base[: _MAX_DNS_LABEL - 19].strip('-')}-{_digest(replica)}-driver"
+
+
+def standard_labels(replica: str, cluster: str) -> dict[str, str]:
+    """Labels shared by everything of one replica (without attempt and role)."""
+    return {
+        "app.kubernetes.io/name": "dataflow-replica",
+        "app.kubernetes.io/instance": label_value(replica),
+        "app.kubernetes.io/component": "replica",
+        "app.kubernetes.io/part-of": "dataflow-operator",
+        "app.kubernetes.io/managed-by": "dataflow-operator",
+        LABEL_REPLICA: label_value(replica),
+        LABEL_CLUSTER: label_value(cluster),
+    }

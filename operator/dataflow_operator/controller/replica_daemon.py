@@ -1,0 +1,328 @@
+"""The loop behind each Replica's kopf daemon: observe → :func:`decide` → act → sync.
+
+One iteration reads the Replica (parsed with the api model), its driver pods (from
+kopf's pod index) and the last control-API poll, lets the pure decision compute the new
+status and actions, writes the status *first* (a merge patch of what changed), then
+acts. While the driver runs, it keeps the replica's desired set of dataflows in sync
+(``PUT /dataflows``) and pulls ``GET /status`` every poll interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from dataflow_operator.api.protocol import ReplicaReport
+from dataflow_operator.api.replica import Replica, ReplicaStatus, RestartReason
+from dataflow_operator.controller.control_client import ControlError
+from dataflow_operator.controller.dataflow_logic import status_patch
+from dataflow_operator.controller.errors import describe_validation
+from dataflow_operator.controller.kube import ApiError, KubeApi
+from dataflow_operator.controller.manifests import (
+    Attempt,
+    build_driver_pod,
+    build_driver_service,
+    control_address,
+)
+from dataflow_operator.controller.naming import label_value
+from dataflow_operator.controller.observation import PodObservation
+from dataflow_operator.controller.replica_logic import (
+    ActionKind,
+    ControlObservation,
+    Decision,
+    Phase,
+    ReplicaView,
+    decide,
+)
+from dataflow_operator.controller.state import OperatorState, ReplicaRuntime, now_ms
+from dataflow_operator.controller.status_conditions import from_api, to_api
+from dataflow_operator.core.conditions import ConditionStatus, set_condition
+from dataflow_operator.core.durations import parse_duration
+from dataflow_operator.logs import get_logger
+
+__all__ = ["run_replica"]
+
+_RESTART_REASONS = {reason.value for reason in RestartReason}
+
+
+async def _wait(rt: ReplicaRuntime, stopped: kopf.DaemonStopped, delay_s: float) -> None:
+    wake = asyncio.ensure_future(rt.wake.wait())
+    stop = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({wake, stop}, timeout=delay_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        wake.cancel()
+        stop.cancel()
+    rt.wake.clear()
+
+
+async def run_replica(
+    *,
+    state: OperatorState,
+    stopped: kopf.DaemonStopped,
+    namespace: str,
+    name: str,
+    body: kopf.Body,
+    driver_pods: kopf.Index[Any, PodObservation],
+    dataflows: kopf.Index[Any, Mapping[str, Any]],
+) -> None:
+    """Reconcile one Replica until kopf stops its daemon."""
+    key = (namespace, name)
+    rt = state.replicas.setdefault(key, ReplicaRuntime())
+    log = get_logger("dataflow_operator.replica").bind(namespace=namespace, name=name)
+    try:
+        while not stopped:
+            started = time.perf_counter()
+            try:
+                delay_ms = await _iteration(
+                    state=state,
+                    rt=rt,
+                    namespace=namespace,
+                    name=name,
+                    body=body,
+                    driver_pods=driver_pods,
+                    dataflows=dataflows,
+                )
+            except (ApiError, OSError, TimeoutError) as error:
+                log.warning("reconcile failed; retrying", error=str(error))
+                delay_ms = 2_000
+            state.metrics.reconcile_seconds.labels("Replica").observe(time.perf_counter() - started)
+            await _wait(rt, stopped, delay_ms / 1000)
+    finally:
+        state.replicas.pop(key, None)
+        if rt.cluster is not None:
+            names = [
+                str(b.get("metadata", {}).get("name"))
+                for b in dataflows.get((namespace, rt.cluster), [])
+            ]
+            state.mark_dirty(namespace, rt.cluster, names)
+
+
+async def _write_status(
+    kube: KubeApi, rt: ReplicaRuntime, namespace: str, name: str, new: dict[str, Any]
+) -> None:
+    old = rt.status or {}
+    patch = status_patch(old, new)
+    if patch:
+        await kube.merge_patch(
+            KubeApi.custom(namespace, "replicas", name, status=True), {"status": patch}
+        )
+    rt.status = new
+
+
+async def _invalid(
+    *,
+    state: OperatorState,
+    rt: ReplicaRuntime,
+    namespace: str,
+    name: str,
+    body: kopf.Body,
+    error: ValidationError,
+) -> int:
+    """A spec the models reject: say so in status (Degraded/InvalidSpec) and an Event."""
+    if rt.status is None:
+        rt.status = dict(body.get("status") or {})
+    message = describe_validation(error)
+    try:
+        old = from_api(ReplicaStatus.model_validate(rt.status).conditions)
+    except ValidationError:
+        old = []
+    conditions = set_condition(
+        old,
+        type_="Degraded",
+        status=ConditionStatus.TRUE,
+        reason="InvalidSpec",
+        message=message,
+        now=now_ms(),
+        observed_generation=(body.get("metadata") or {}).get("generation"),
+    )
+    new = {**rt.status, "conditions": [c.to_wire() for c in to_api(conditions)]}
+    if rt.status.get("conditions") != new["conditions"]:
+        kopf.warn(body, reason="InvalidSpec", message=message)
+        await _write_status(state.kube, rt, namespace, name, new)
+    return state.config.reconcile_interval.millis
+
+
+async def _iteration(
+    *,
+    state: OperatorState,
+    rt: ReplicaRuntime,
+    namespace: str,
+    name: str,
+    body: kopf.Body,
+    driver_pods: kopf.Index[Any, PodObservation],
+    dataflows: kopf.Index[Any, Mapping[str, Any]],
+) -> int:
+    config, now = state.config, now_ms()
+    raw = {k: body.get(k) for k in ("apiVersion", "kind", "metadata", "spec")}
+    try:
+        replica = Replica.model_validate(raw)
+    except ValidationError as error:
+        return await _invalid(
+            state=state, rt=rt, namespace=namespace, name=name, body=body, error=error
+        )
+    if rt.status is None:
+        rt.status = dict(body.get("status") or {})
+    try:
+        status = ReplicaStatus.model_validate(rt.status)
+    except ValidationError:
+        status = ReplicaStatus()
+    replica = replica.model_copy(update={"status": status})
+    rt.cluster = replica.spec.cluster
+    pods = [p for p in driver_pods.get((namespace, label_value(name)), []) if p.name]
+    driver = next((p for p in pods if p.name == status.driver_pod), None)
+    others = tuple(p for p in pods if p.name != status.driver_pod)
+    if driver is None or driver.deleting:
+        rt.driver_missing_since = rt.driver_missing_since or now
+    else:
+        rt.driver_missing_since = None
+    if rt.report is not None and rt.report_pod != status.driver_pod:
+        _forget_control(state, rt, namespace)
+    control = ControlObservation(rt.ready, rt.report, rt.control_error) if rt.report_pod else None
+    decision = decide(
+        ReplicaView(
+            replica=replica,
+            now=now,
+            config=config,
+            driver=driver,
+            other_pods=others,
+            driver_missing_since=rt.driver_missing_since,
+            control=control,
+        )
+    )
+    await _write_status(state.kube, rt, namespace, name, decision.status.to_wire())
+    await _act(state, rt, replica, decision)
+    for note in decision.events:
+        kopf.event(body, type=note.type, reason=note.reason, message=note.message)
+        if note.reason in _RESTART_REASONS:
+            state.metrics.restarts.labels(note.reason).inc()
+    rt.conditions = {c.type: c.status for c in decision.status.conditions}
+    rt.expires_at_ms = (
+        (decision.status.start_time_ms or 0) + _offset_ms(decision.status.expiration_offset)
+        if decision.status.expires_at
+        else None
+    )
+    delay = decision.requeue_after_ms
+    if decision.status.phase == Phase.RUNNING.value and driver is not None:
+        delay = _min(delay, await _sync(state, rt, replica, decision.status, dataflows))
+    elif rt.report is not None or rt.ready:
+        _forget_control(state, rt, namespace)
+    return _min(delay, config.reconcile_interval.millis) or 0
+
+
+def _offset_ms(offset: str | None) -> int:
+    return parse_duration(offset).millis if offset else 0
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    values = [v for v in (a, b) if v is not None]
+    return min(values) if values else None
+
+
+def _forget_control(state: OperatorState, rt: ReplicaRuntime, namespace: str) -> None:
+    """The driver changed or stopped: its reports no longer describe the replica."""
+    had = rt.report
+    rt.report, rt.ready, rt.report_pod, rt.applied = None, False, None, None
+    rt.control_error = None
+    if had is not None and rt.cluster is not None:
+        state.mark_dirty(namespace, rt.cluster, [d.name for d in had.dataflows])
+
+
+async def _act(
+    state: OperatorState, rt: ReplicaRuntime, replica: Replica, decision: Decision
+) -> None:
+    namespace = replica.metadata.namespace or "default"
+    for action in decision.actions:
+        path = KubeApi.core(namespace, "pods", action.pod)
+        if action.kind is ActionKind.DELETE_POD:
+            await state.kube.delete(path)
+            continue
+        if not rt.service_ensured:
+            service = build_driver_service(replica, state.config)
+            try:
+                await state.kube.create(KubeApi.core(namespace, "services"), service)
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+            rt.service_ensured = True
+        status = decision.status
+        attempt = Attempt(status.attempt, action.pod, status.start_time_ms or now_ms())
+        pod = build_driver_pod(replica, state.config, attempt)
+        try:
+            await state.kube.create(KubeApi.core(namespace, "pods"), pod)
+        except ApiError as error:
+            if error.status != 409:  # already created before a crash: same name, same attempt
+                raise
+
+
+async def _sync(
+    state: OperatorState,
+    rt: ReplicaRuntime,
+    replica: Replica,
+    status: ReplicaStatus,
+    dataflows: kopf.Index[Any, Mapping[str, Any]],
+) -> int:
+    """Install the desired set if it changed, pull the status; ms until the next poll."""
+    config, now = state.config, now_ms()
+    namespace = replica.metadata.namespace or "default"
+    view = state.cluster_view(
+        namespace, replica.spec.cluster, dataflows.get((namespace, replica.spec.cluster), [])
+    )
+    wanted = (status.attempt, view.digest)
+    if rt.applied == wanted and now < rt.next_poll_at:
+        return rt.next_poll_at - now
+    address = control_address(replica, config.control_port)
+    log = get_logger("dataflow_operator.replica").bind(
+        namespace=namespace, name=replica.metadata.name
+    )
+    was_ready = rt.ready
+    try:
+        if rt.applied != wanted:
+            result = await state.control.put_dataflows(address, view.desired)
+            rt.applied = wanted
+            if result.failed:
+                for dataflow, why in sorted(result.failed.items()):
+                    log.warning("dataflow failed to install", dataflow=dataflow, error=why)
+        report = await state.control.status(address)
+    except ControlError as error:
+        state.metrics.control_errors.labels(error.reason).inc()
+        rt.ready, rt.control_error = False, error.message
+        rt.report_pod = status.driver_pod
+        rt.next_poll_at = now_ms() + config.status_poll_interval.millis
+        if was_ready:
+            _mark_report(state, rt, namespace, None)
+            return 0
+        return config.status_poll_interval.millis
+    rt.ready, rt.control_error, rt.report_pod = True, None, status.driver_pod
+    _mark_report(state, rt, namespace, report)
+    installed = {d.name for d in report.dataflows}
+    if installed != {d.name for d in view.desired.dataflows}:
+        rt.applied = None  # the replica lost or kept something: send the full set again
+    rt.next_poll_at = now_ms() + config.status_poll_interval.millis
+    return 0 if not was_ready else config.status_poll_interval.millis
+
+
+def _names(report: ReplicaReport | None) -> Iterable[str]:
+    return [d.name for d in report.dataflows] if report is not None else []
+
+
+def _mark_report(
+    state: OperatorState, rt: ReplicaRuntime, namespace: str, report: ReplicaReport | None
+) -> None:
+    """Keep the new report; mark the dataflows whose view of this replica changed."""
+    old = rt.report
+    rt.report, rt.report_at = report, now_ms()
+    if rt.cluster is None:
+        return
+    before = {d.name: d for d in old.dataflows} if old is not None else {}
+    after = {d.name: d for d in report.dataflows} if report is not None else {}
+    changed = [n for n in set(before) | set(after) if before.get(n) != after.get(n)]
+    if old is None or report is None:
+        changed = list(set(_names(old)) | set(_names(report)))
+    if changed:
+        state.mark_dirty(namespace, rt.cluster, changed)

@@ -1,0 +1,200 @@
+"""The operator's in-memory view, shared by its handlers, daemons and status writer.
+
+Nothing here is durable: everything can be rebuilt from the API server (kopf's indexes
+are populated before any handler runs) and from the replicas' next reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from dataflow_operator.api.catalog import Catalog
+from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
+from dataflow_operator.api.protocol import DesiredDataflows, ReplicaReport
+from dataflow_operator.controller.config import OperatorConfig
+from dataflow_operator.controller.control_client import ControlClient
+from dataflow_operator.controller.dataflow_logic import (
+    Validity,
+    desired_dataflows,
+    validate,
+)
+from dataflow_operator.controller.errors import describe_validation
+from dataflow_operator.controller.kube import KubeApi
+from dataflow_operator.controller.metrics import Metrics, ReplicaSample
+from dataflow_operator.core.errors import DomainError
+from dataflow_operator.core.time import Timestamp
+
+__all__ = ["ClusterView", "OperatorState", "ReplicaRuntime", "now_ms"]
+
+Key = tuple[str, str]
+"""(namespace, name) — or (namespace, cluster) for clusters."""
+
+
+def now_ms() -> Timestamp:
+    """The wall clock in epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class ReplicaRuntime:
+    """What one Replica's daemon knows between iterations."""
+
+    cluster: str | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    status: dict[str, Any] | None = None
+    """The status this operator last wrote (the watch may lag behind it)."""
+    driver_missing_since: Timestamp | None = None
+    ready: bool = False
+    report: ReplicaReport | None = None
+    report_at: Timestamp | None = None
+    report_pod: str | None = None
+    """The driver pod the last poll (successful or not) was about."""
+    control_error: str | None = None
+    applied: tuple[int, str] | None = None
+    """(attempt, digest of the desired set) last accepted by the replica."""
+    next_poll_at: Timestamp = 0
+    service_ensured: bool = False
+    conditions: dict[str, str] = field(default_factory=dict)
+    expires_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """The Dataflows of one cluster, parsed and validated, and the desired set."""
+
+    dataflows: dict[str, Dataflow]
+    invalid_schema: dict[str, Validity]
+    validity: dict[str, Validity]
+    desired: DesiredDataflows
+    digest: str
+
+
+class OperatorState:
+    """Shared state of one operator process."""
+
+    def __init__(self, config: OperatorConfig, kube: KubeApi, control: ControlClient) -> None:
+        self.config = config
+        self.kube = kube
+        self.control = control
+        self.metrics = Metrics()
+        self.replicas: dict[Key, ReplicaRuntime] = {}
+        self.dirty: dict[tuple[str, str, str], Timestamp] = {}
+        """(namespace, cluster, dataflow) → since when its status is stale."""
+        self.writer_wake = asyncio.Event()
+        self._parsed: dict[str, Dataflow | ValidationError] = {}
+        self._validity: dict[str, Validity] = {}
+        self._views: dict[tuple[str, str], tuple[str, ClusterView]] = {}
+        self.metrics.watch_replicas(self.samples, now_ms)
+
+    def samples(self) -> Iterable[ReplicaSample]:
+        """Replica samples for the metrics."""
+        return [
+            ReplicaSample(ns, name, dict(rt.conditions), rt.expires_at_ms)
+            for (ns, name), rt in list(self.replicas.items())
+        ]
+
+    def replicas_of(self, namespace: str, cluster: str) -> list[tuple[str, ReplicaRuntime]]:
+        """The replicas of one cluster this operator runs daemons for."""
+        return [
+            (name, rt)
+            for (ns, name), rt in self.replicas.items()
+            if ns == namespace and rt.cluster == cluster
+        ]
+
+    def wake_cluster(self, namespace: str, cluster: str) -> None:
+        """Make every replica daemon of the cluster reconcile now."""
+        for _, rt in self.replicas_of(namespace, cluster):
+            rt.wake.set()
+
+    def mark_dirty(self, namespace: str, cluster: str, names: Iterable[str]) -> None:
+        """These dataflows' status must be recomputed and written."""
+        now = now_ms()
+        for name in names:
+            self.dirty.setdefault((namespace, cluster, name), now)
+        self.writer_wake.set()
+
+    def _parse(self, body: Mapping[str, Any]) -> Dataflow | ValidationError:
+        key = json.dumps(body, sort_keys=True, default=str)
+        cached = self._parsed.get(key)
+        if cached is None:
+            try:
+                cached = Dataflow.model_validate(body)
+            except ValidationError as error:
+                cached = error
+            if len(self._parsed) > 100_000:
+                self._parsed.clear()
+            self._parsed[key] = cached
+        return cached
+
+    def cluster_view(
+        self, namespace: str, cluster: str, bodies: Iterable[Mapping[str, Any]]
+    ) -> ClusterView:
+        """Parse and validate the cluster's Dataflows (memoized on their content)."""
+        relevant = [
+            {k: body.get(k) for k in ("apiVersion", "kind", "metadata", "spec")} for body in bodies
+        ]
+        dataflows: dict[str, Dataflow] = {}
+        invalid: dict[str, Validity] = {}
+        for body in relevant:
+            parsed = self._parse(body)
+            name = str((body.get("metadata") or {}).get("name"))
+            if isinstance(parsed, ValidationError):
+                invalid[name] = Validity(False, "InvalidSpec", describe_validation(parsed))
+            else:
+                dataflows[name] = parsed
+        digest = json.dumps(
+            sorted(
+                (name, df.spec.to_wire(), bool(df.metadata.model_extra.get("deletionTimestamp")))  # type: ignore[union-attr]
+                for name, df in dataflows.items()
+            ),
+            sort_keys=True,
+        )
+        cached = self._views.get((namespace, cluster))
+        if cached is not None and cached[0] == digest and cached[1].invalid_schema == invalid:
+            # metadata (generation, resourceVersion) may differ: rebuild the desired set only
+            view = cached[1]
+            desired = desired_dataflows(dataflows.values(), view.validity)
+            return ClusterView(dataflows, invalid, view.validity, desired, view.digest)
+        specs: dict[str, DataflowSpec] = {
+            name: df.spec
+            for name, df in dataflows.items()
+            if not df.metadata.model_extra.get("deletionTimestamp")  # type: ignore[union-attr]
+        }
+        validity = {**self._validate(specs), **invalid}
+        for name in dataflows:
+            validity.setdefault(name, Validity(False, "Deleting", "the dataflow is being deleted"))
+        desired = desired_dataflows(dataflows.values(), validity)
+        short = hashlib.sha256(digest.encode()).hexdigest()[:16]
+        view = ClusterView(dataflows, invalid, validity, desired, short)
+        self._views[(namespace, cluster)] = (digest, view)
+        return view
+
+    def _validate(self, specs: Mapping[str, DataflowSpec]) -> dict[str, Validity]:
+        """Validity of every dataflow, memoized on its spec and its upstream specs."""
+        catalog = Catalog(specs)
+        result: dict[str, Validity] = {}
+        for name, spec in specs.items():
+            try:
+                chain = catalog.upstream(name)
+            except DomainError:
+                result[name] = validate(specs, [name])[name]
+                continue
+            key = json.dumps(
+                [name, spec.to_wire(), *(specs[n].to_wire() for n in chain)], sort_keys=True
+            )
+            cached = self._validity.get(key)
+            if cached is None:
+                cached = validate(specs, [name])[name]
+                if len(self._validity) > 100_000:
+                    self._validity.clear()
+                self._validity[key] = cached
+            result[name] = cached
+        return result

@@ -1,0 +1,114 @@
+"""The single writer of Dataflow status.
+
+Replica daemons, Dataflow handlers and replica deletions only *mark* dataflows dirty;
+this task recomputes each dirty Dataflow's status from its validity and every replica's
+latest report, and writes a merge patch of what changed — one writer per object, so
+that concurrent replicas never overwrite each other's entries in ``status.replicas``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from dataflow_operator.api.dataflow import DataflowStatus
+from dataflow_operator.controller.dataflow_logic import (
+    ReplicaSeen,
+    Validity,
+    dataflow_status,
+    status_patch,
+)
+from dataflow_operator.controller.kube import ApiError, KubeApi
+from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.logs import get_logger
+
+__all__ = ["run_status_writer"]
+
+CONCURRENCY = 32
+_log = get_logger("dataflow_operator.status")
+
+
+def _find(bodies: Any, name: str) -> Mapping[str, Any] | None:
+    for body in bodies:
+        if (body.get("metadata") or {}).get("name") == name:
+            return dict(body)
+    return None
+
+
+async def run_status_writer(
+    state: OperatorState, dataflows: kopf.Index[Any, Mapping[str, Any]]
+) -> None:
+    """Write dirty Dataflows' status until cancelled."""
+    written: dict[tuple[str, str], dict[str, Any]] = {}
+    semaphore = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(key: tuple[str, str, str], since: int) -> None:
+        namespace, cluster, name = key
+        async with semaphore:
+            try:
+                await _write(
+                    state=state,
+                    dataflows=dataflows,
+                    written=written,
+                    namespace=namespace,
+                    cluster=cluster,
+                    name=name,
+                    since=since,
+                )
+            except (ApiError, OSError, TimeoutError) as error:
+                _log.warning(
+                    "status write failed", namespace=namespace, name=name, error=str(error)
+                )
+                state.dirty.setdefault(key, since)
+
+    while True:
+        await state.writer_wake.wait()
+        state.writer_wake.clear()
+        batch, state.dirty = state.dirty, {}
+        await asyncio.gather(*(one(key, since) for key, since in batch.items()))
+        if state.dirty:
+            await asyncio.sleep(0.2)
+            state.writer_wake.set()
+
+
+async def _write(
+    *,
+    state: OperatorState,
+    dataflows: kopf.Index[Any, Mapping[str, Any]],
+    written: dict[tuple[str, str], dict[str, Any]],
+    namespace: str,
+    cluster: str,
+    name: str,
+    since: int,
+) -> None:
+    bodies: Any = dataflows.get((namespace, cluster), [])
+    body = _find(bodies, name)
+    if body is None:
+        written.pop((namespace, name), None)
+        return
+    view = state.cluster_view(namespace, cluster, bodies)
+    validity = view.validity.get(name) or Validity(False, "InvalidSpec", "not parsed")
+    try:
+        old = DataflowStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        old = DataflowStatus()
+    seen = []
+    for replica, rt in state.replicas_of(namespace, cluster):
+        report = None
+        if rt.report is not None:
+            report = next((d for d in rt.report.dataflows if d.name == name), None)
+        seen.append(ReplicaSeen(replica, rt.ready, report))
+    generation = (body.get("metadata") or {}).get("generation")
+    new = dataflow_status(generation, old, validity, seen, now_ms()).to_wire()
+    previous = written.get((namespace, name), body.get("status") or {})
+    patch = status_patch(previous, new)
+    if patch:
+        await state.kube.merge_patch(
+            KubeApi.custom(namespace, "dataflows", name, status=True), {"status": patch}
+        )
+        state.metrics.status_lag_seconds.observe(max(0, now_ms() - since) / 1000)
+    written[(namespace, name)] = new
