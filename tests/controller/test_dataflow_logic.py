@@ -1,0 +1,155 @@
+"""Dataflow validity within a cluster, desired sets and status, as data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dataflow_operator.api.dataflow import (
+    MAX_NODES_IN_STATUS,
+    Dataflow,
+    DataflowStatus,
+    NodeStatus,
+)
+from dataflow_operator.api.protocol import DataflowReport
+from dataflow_operator.controller.dataflow_logic import (
+    ReplicaSeen,
+    Validity,
+    dataflow_status,
+    dependents,
+    desired_dataflows,
+    status_patch,
+    validate,
+)
+from dataflow_operator.core.timelines import MULTIPLE_TIMELINES_MESSAGE
+
+T0 = 1_767_225_600_000
+
+
+def dataflow(
+    name: str, sources: list[dict[str, Any]], sql: str = "SELECT * FROM a", **meta: Any
+) -> Dataflow:
+    return Dataflow.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "ns", **meta},
+            "spec": {"cluster": "c", "kind": "Index", "sources": sources, "sql": sql},
+        }
+    )
+
+
+TABLE = {"name": "a", "table": {"path": "data/a", "schema": "x INT"}}
+ERP = {"name": "b", "table": {"path": "data/b", "schema": "x INT"}, "timeline": {"external": "erp"}}
+
+
+def test_mixed_timelines_are_invalid_with_the_exact_message() -> None:
+    bad = dataflow("bad", [TABLE, ERP], sql="SELECT * FROM a JOIN b USING (x)")
+    result = validate({"bad": bad.spec}, ["bad"])["bad"]
+    assert not result.ok
+    assert result.reason == "MultipleTimelines"
+    assert result.message.splitlines()[0] == MULTIPLE_TIMELINES_MESSAGE
+    assert "DETAIL: timelines:" in result.message
+
+
+def test_timelines_mix_through_another_dataflow() -> None:
+    upstream = dataflow("up", [ERP], sql="SELECT * FROM b")
+    down = dataflow(
+        "down",
+        [TABLE, {"name": "u", "dataflow": {"name": "up"}}],
+        sql="SELECT * FROM a JOIN u USING (x)",
+    )
+    specs = {"up": upstream.spec, "down": down.spec}
+    result = validate(specs, specs)
+    assert result["up"].ok and result["up"].timeline == "external:erp"
+    assert result["down"].reason == "MultipleTimelines"
+
+
+def test_unknown_dataflow_source() -> None:
+    down = dataflow("down", [{"name": "u", "dataflow": {"name": "missing"}}], sql="SELECT * FROM u")
+    result = validate({"down": down.spec}, ["down"])["down"]
+    assert (result.ok, result.reason) == (False, "UnknownSource")
+
+
+def test_dependents_are_transitive() -> None:
+    a = dataflow("a", [TABLE])
+    b = dataflow("b", [{"name": "a", "dataflow": {"name": "a"}}])
+    c = dataflow("c", [{"name": "a", "dataflow": {"name": "b"}}])
+    specs = {"a": a.spec, "b": b.spec, "c": c.spec}
+    assert dependents(specs, ["a"]) == {"a", "b", "c"}
+    assert dependents(specs, ["c"]) == {"c"}
+
+
+def test_desired_set_holds_valid_not_deleted_dataflows_sorted() -> None:
+    flows = [
+        dataflow("z", [TABLE]),
+        dataflow("a", [TABLE], generation=3, resourceVersion="9"),
+        dataflow("bad", [TABLE]),
+        dataflow("gone", [TABLE], deletionTimestamp="2026-01-01T00:00:00Z"),
+    ]
+    validity = {
+        "z": Validity(True),
+        "a": Validity(True),
+        "bad": Validity(False),
+        "gone": Validity(True),
+    }
+    desired = desired_dataflows(flows, validity)
+    assert [d.name for d in desired.dataflows] == ["a", "z"]
+    assert (desired.dataflows[0].generation, desired.dataflows[0].resource_version) == (3, "9")
+
+
+def report(**values: Any) -> DataflowReport:
+    return DataflowReport(name="df", **values)
+
+
+def test_status_lists_replicas_and_hydrated_needs_a_ready_replica() -> None:
+    nodes = [
+        NodeStatus(id=2, operator="Agg", hydrated=False),
+        NodeStatus(id=1, operator="Scan", hydrated=True),
+    ]
+    seen = [
+        ReplicaSeen("r2", ready=False, report=report(frontier=[T0 + 5], hydrated=True)),
+        ReplicaSeen(
+            "r1",
+            ready=True,
+            report=report(frontier=[T0], hydrated=False, nodes=nodes, hydration_time_ms=None),
+        ),
+        ReplicaSeen("r3", ready=True, report=None),
+    ]
+    status = dataflow_status(
+        4, DataflowStatus(), Validity(True, timeline="EpochMilliseconds"), seen, T0
+    )
+    assert [r.replica for r in status.replicas] == ["r1", "r2"]
+    assert [n.id for n in status.replicas[0].nodes] == [1, 2]
+    conditions = {c.type: (c.status, c.reason) for c in status.conditions}
+    assert conditions["Hydrated"] == ("False", "NotHydrated")  # r2 is hydrated but not ready
+    assert conditions["Ready"] == ("True", "Installed")
+    assert status.observed_generation == 4
+    assert status.frontier == "2026-01-01T00:00:00.005Z"
+    seen[1] = ReplicaSeen(
+        "r1", ready=True, report=report(frontier=[T0], hydrated=True, hydration_time_ms=1500)
+    )
+    status = dataflow_status(4, status, Validity(True), seen, T0)
+    assert {c.type: c.status for c in status.conditions}["Hydrated"] == "True"
+    assert str(status.replicas[0].hydration_time) == "1s500ms"
+
+
+def test_status_lists_stay_bounded() -> None:
+    many = [NodeStatus(id=i, operator="X", hydrated=True) for i in range(1, 400)]
+    seen = [ReplicaSeen(f"r{i:03}", True, report(nodes=many)) for i in range(100)]
+    status = dataflow_status(1, DataflowStatus(), Validity(True), seen, T0)
+    assert len(status.replicas) == 64
+    assert len(status.replicas[0].nodes) == MAX_NODES_IN_STATUS
+
+
+def test_invalid_status_carries_reason_and_exact_message() -> None:
+    validity = Validity(False, "MultipleTimelines", f"{MULTIPLE_TIMELINES_MESSAGE}\nDETAIL: x")
+    status = dataflow_status(1, DataflowStatus(), validity, [], T0)
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason, ready.message) == (
+        "False",
+        "MultipleTimelines",
+        validity.message,
+    )
+
+
+def test_status_patch_has_only_what_changed() -> None:
+    assert status_patch({"a": 1, "b": [1], "c": 3}, {"a": 1, "b": [2]}) == {"b": [2], "c": None}
+    assert status_patch({"a": 1}, {"a": 1}) == {}
