@@ -1,0 +1,234 @@
+"""The planners' rendered SQL, run by real Spark on small DataFrames.
+
+The core never imports Spark; these tests check that what it renders is Spark SQL that
+computes the intended numbers: bound columns (INTERVAL arithmetic, epoch ms) and the
+diff-weighted aggregates accumulated as the engine is told to.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from dataflow_operator.core.incremental import COUNT, GROUPS, Strategy, plan_query
+from dataflow_operator.core.sql_shape import FILTERED
+from dataflow_operator.core.temporal import TemporalQuery
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+T0_MS = int(T0.timestamp() * 1000)
+DAY_MS = 86_400_000
+
+EVENTS = "content STRING, event_ts TIMESTAMP, __time BIGINT, __diff BIGINT"
+NUMBERS = "k STRING, x INT, d DECIMAL(10,2), ts BIGINT, __time BIGINT, __diff BIGINT"
+
+
+def view(spark: SparkSession, name: str, rows: list[tuple[Any, ...]], schema: str) -> None:
+    spark.createDataFrame(rows, schema).createOrReplaceTempView(name)
+
+
+def bound_millis(spark: SparkSession, query: TemporalQuery) -> list[dict[str, int | None]]:
+    """Each output row's bounds in epoch ms, as the engine computes them."""
+    frame = spark.sql(query.sql)
+    out = []
+    for row in frame.collect():
+        values: dict[str, int | None] = {}
+        for bound in query.bounds:
+            value = row[bound.column]
+            if value is None:
+                millis = None
+            elif isinstance(value, datetime):
+                millis = int(value.timestamp() * 1000) + bound.shift_ms
+            else:
+                millis = int(value) + bound.shift_ms
+            values[f"{bound.kind}:{bound.column}"] = millis
+        out.append(values)
+    return out
+
+
+def test_readme_filter_bound_is_thirty_days_and_a_millisecond_later(spark: SparkSession) -> None:
+    view(spark, "events", [("hello", T0, T0_MS, 1)], EVENTS)
+    plan = plan_query(
+        "SELECT event_ts, content FROM events WHERE mz_now() <= event_ts + INTERVAL '30 days'",
+        ["events"],
+    )
+    frame = spark.sql(plan.temporal.sql)
+    assert frame.columns == ["event_ts", "content", "__time", "__diff", "__mz_bound_0"]
+    assert dict(frame.dtypes)["__mz_bound_0"] == "timestamp"
+    (row,) = frame.collect()
+    assert (row["__time"], row["__diff"], row["content"]) == (T0_MS, 1, "hello")
+    assert bound_millis(spark, plan.temporal) == [{"upper:__mz_bound_0": T0_MS + 30 * DAY_MS + 1}]
+    unix = spark.sql(f"SELECT unix_millis(__mz_bound_0) AS ms FROM ({plan.temporal.sql})")
+    assert unix.collect()[0]["ms"] == T0_MS + 30 * DAY_MS
+
+
+@pytest.mark.parametrize(
+    ("interval", "millis"),
+    [
+        ("INTERVAL '30 days'", 30 * DAY_MS),
+        ("INTERVAL 1 HOUR", 3_600_000),
+        ("INTERVAL '2' DAY", 2 * DAY_MS),
+        ("INTERVAL '1 02:00:00' DAY TO SECOND", DAY_MS + 7_200_000),
+        ("INTERVAL '1-1' YEAR TO MONTH", (365 + 31) * DAY_MS),
+    ],
+)
+def test_interval_arithmetic_renders_to_spark_timestamps(
+    spark: SparkSession, interval: str, millis: int
+) -> None:
+    view(spark, "events", [("a", T0, T0_MS, 1)], EVENTS)
+    plan = plan_query(
+        f"SELECT content FROM events WHERE mz_now() > event_ts + {interval}", ["events"]
+    )
+    assert bound_millis(spark, plan.temporal) == [{"lower:__mz_bound_0": T0_MS + millis + 1}]
+
+
+def test_union_all_bounds_of_other_branches_are_null(spark: SparkSession) -> None:
+    view(spark, "events", [("a", T0, T0_MS, 1)], EVENTS)
+    view(spark, "numbers", [("k", 1, Decimal("1.50"), 5_000, 7, 1)], NUMBERS)
+    plan = plan_query(
+        "SELECT content AS c FROM events WHERE mz_now() < event_ts + INTERVAL 1 DAY "
+        "UNION ALL SELECT k FROM numbers WHERE mz_now() BETWEEN ts AND ts + 10",
+        ["events", "numbers"],
+    )
+    frame = spark.sql(plan.temporal.sql)
+    assert frame.columns == [
+        "c",
+        "__time",
+        "__diff",
+        "__mz_bound_0",
+        "__mz_bound_1",
+        "__mz_bound_2",
+    ]
+    bounds = sorted(bound_millis(spark, plan.temporal), key=repr)
+    assert {
+        "upper:__mz_bound_0": T0_MS + DAY_MS,
+        "lower:__mz_bound_1": None,
+        "upper:__mz_bound_2": None,
+    } in bounds
+    assert {
+        "upper:__mz_bound_0": None,
+        "lower:__mz_bound_1": 5_000,
+        "upper:__mz_bound_2": 5_011,
+    } in bounds
+    # Spark's greatest/least skip NULLs, so an absent bound does not bound.
+    least = spark.sql(
+        f"SELECT least(unix_millis(__mz_bound_0), __mz_bound_2 + 1) AS u FROM ({plan.temporal.sql})"
+    )
+    assert sorted(r["u"] for r in least.collect()) == [5_011, T0_MS + DAY_MS]
+
+
+UPDATES = [
+    # k, x, d, ts, __time, __diff
+    ("a", 1, Decimal("1.50"), 10, 1, 1),
+    ("a", None, None, 10, 1, 2),
+    ("a", 4, Decimal("2.25"), 20, 2, 1),
+    ("b", 3, Decimal("0.10"), 30, 2, 1),
+    ("a", 1, Decimal("1.50"), 10, 3, -1),
+    ("b", 3, Decimal("0.10"), 30, 4, -1),
+    ("c", None, None, 40, 4, 1),
+]
+
+
+def consolidated(spark: SparkSession, time: int) -> DataFrame:
+    counts: Counter[tuple[Any, ...]] = Counter()
+    for *row, at, diff in UPDATES:
+        if at <= time:
+            counts[tuple(row)] += diff
+    rows = [row for row, n in counts.items() for _ in range(n)]
+    return spark.createDataFrame(rows, "k STRING, x INT, d DECIMAL(10,2), ts BIGINT")
+
+
+def accumulate(spark: SparkSession, sql: str) -> dict[int, dict[tuple[Any, ...], dict[str, Any]]]:
+    """Run the partial aggregation; the engine's running state after each time."""
+    plan = plan_query(sql, ["numbers"])
+    assert plan.maintenance.strategy is Strategy.AGGREGATE
+    aggregate = plan.maintenance.aggregate
+    assert aggregate is not None
+    view(spark, "numbers", UPDATES, NUMBERS)
+    partials = sorted(spark.sql(plan.maintenance.sql).collect(), key=lambda r: r["__time"])
+    state: dict[tuple[Any, ...], dict[str, Any]] = {}
+    history = {}
+    for time in range(1, 5):
+        for partial in (p for p in partials if p["__time"] == time):
+            key = tuple(partial[k] for k in aggregate.keys)
+            old = state.get(key) or {
+                **dict(zip(aggregate.keys, key, strict=True)),
+                **dict.fromkeys((*aggregate.sums, COUNT), 0),
+            }
+            assert all(partial[c] is not None for c in (*aggregate.sums, COUNT))
+            state[key] = {**old, **{c: old[c] + partial[c] for c in (*aggregate.sums, COUNT)}}
+        history[time] = {k: dict(v) for k, v in state.items()}
+    return history
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT k, COUNT(*) AS n, COUNT(x) AS nx, SUM(x) AS s, AVG(x) AS m, SUM(d) AS sd, "
+        "AVG(d) AS md FROM numbers GROUP BY k",
+        "SELECT k, SUM(x) + COUNT(*) AS t FROM numbers WHERE ts < 40 GROUP BY k HAVING COUNT(x) > 0",
+        "SELECT COUNT(*) AS n, SUM(x) AS s, AVG(x) AS m FROM numbers",
+    ],
+)
+def test_diff_weighted_aggregates_equal_the_query_over_consolidated_input(
+    spark: SparkSession, sql: str
+) -> None:
+    plan = plan_query(sql, ["numbers"])
+    aggregate = plan.maintenance.aggregate
+    assert aggregate is not None
+    history = accumulate(spark, sql)
+    for time, state in history.items():
+        groups = list(state.values()) or [dict.fromkeys((*aggregate.sums, COUNT), 0)]
+        state_frame = spark.createDataFrame(groups)
+        state_frame.createOrReplaceTempView(GROUPS)
+        maintained = spark.sql(aggregate.final_sql)
+        consolidated(spark, time).createOrReplaceTempView("numbers")
+        expected = spark.sql(plan.maintenance.snapshot_sql)
+        assert len(maintained.columns) == len(expected.columns)
+
+        def rows(frame: DataFrame) -> Counter[tuple[Any, ...]]:
+            return Counter(
+                tuple(round(float(v), 6) if isinstance(v, float | Decimal) else v for v in r)
+                for r in frame.collect()
+            )
+
+        assert rows(maintained) == rows(expected), (time, state)
+
+
+def test_staged_temporal_aggregate_runs_in_two_steps(spark: SparkSession) -> None:
+    view(spark, "numbers", UPDATES, NUMBERS)
+    plan = plan_query(
+        "SELECT k, COUNT(*) AS n FROM numbers AS t WHERE mz_now() < t.ts + 5 AND x > 0 GROUP BY k",
+        ["numbers"],
+    )
+    assert plan.temporal.inner_sql is not None
+    inner = spark.sql(plan.temporal.inner_sql)
+    assert inner.columns == ["k", "x", "d", "ts", "__time", "__diff", "__mz_bound_0"]
+    assert sorted(r["__mz_bound_0"] for r in inner.collect()) == [15, 15, 25, 35, 35]
+    inner.drop("__mz_bound_0").createOrReplaceTempView(FILTERED)
+    partial = spark.sql(plan.maintenance.sql)
+    assert {(r["__key_0"], r["__time"], r[COUNT]) for r in partial.collect()} == {
+        ("a", 1, 1),
+        ("a", 2, 1),
+        ("b", 2, 1),
+        ("a", 3, -1),
+        ("b", 4, -1),
+    }
+
+
+def test_general_query_runs_over_consolidated_inputs(spark: SparkSession) -> None:
+    consolidated(spark, 4).createOrReplaceTempView("numbers")
+    plan = plan_query("SELECT k, MAX(x) AS top FROM numbers GROUP BY k", ["numbers"])
+    assert plan.maintenance.strategy is Strategy.GENERAL
+    assert sorted(tuple(r) for r in spark.sql(plan.maintenance.sql).collect()) == [
+        ("a", 4),
+        ("c", None),
+    ]
