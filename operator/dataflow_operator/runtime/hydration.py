@@ -1,0 +1,440 @@
+"""Hydration tracking: which plan nodes of a dataflow have processed its snapshot.
+
+The dataflow itself follows the core rule (:func:`dataflow_operator.core.hydration.is_hydrated`):
+hydrated once its write frontier is strictly beyond ``as_of``; ``hydrationTime`` is how
+long that took from installation. Its plan nodes hydrate earlier, stage by stage, as
+Spark finishes the snapshot batch:
+
+- a node's output is complete when the Spark stage computing it has completed. Stage
+  boundaries are the exchanges, so the nodes are grouped by the nearest exchange at or
+  above them (:func:`stage_groups`): a shuffle exchange's group is done when the map
+  stage writing its shuffle has completed, a broadcast exchange's when its broadcast is
+  built, the root's group when the stage computing the plan's output has completed;
+- a node whose consumer is hydrated is hydrated too (its output was consumed whole);
+- nodes inside a recursive part (under ``UnionLoop``) only once the recursion for
+  ``as_of`` has finished;
+- every node once the dataflow is hydrated; a dataflow whose inputs are all constant
+  (empty ``as_of``) is hydrated at once.
+
+:class:`HydrationTracker` holds that state for one dataflow and is pure.
+:class:`StreamingQueryProbe` reads Spark's progress for one streaming query (its
+snapshot batch's executed plan, the jobs of the query's job group and their stages,
+shuffle and broadcast completion) — the only JVM access here, a few py4j calls per poll.
+:class:`HydrationMonitor` polls the probes of the dataflows still hydrating from one
+background thread, and stops polling a dataflow once it is hydrated, so the cost is
+bounded by the snapshot and nil afterwards.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dataflow_operator.api.dataflow import NodeStatus
+from dataflow_operator.core.hydration import is_hydrated
+from dataflow_operator.core.time import Frontier
+from dataflow_operator.logs import get_logger
+from dataflow_operator.runtime.plan import (
+    BROADCAST_EXCHANGES,
+    SHUFFLE_EXCHANGES,
+    LivePlan,
+    PlanTree,
+    live_plan,
+)
+
+__all__ = [
+    "ROOT_GROUP",
+    "HydrationMonitor",
+    "HydrationStatus",
+    "HydrationTracker",
+    "Progress",
+    "ProgressProbe",
+    "StreamingQueryProbe",
+    "hydrated_nodes",
+    "stage_groups",
+]
+
+ROOT_GROUP = 0
+"""The group of the nodes above every exchange: done when the plan's output is."""
+
+log = get_logger(__name__)
+
+
+# --- pure rules ----------------------------------------------------------------------
+
+
+def stage_groups(tree: PlanTree) -> dict[int, int]:
+    """Each node's stage group: the id of the nearest exchange at or above it, or 0.
+
+    An exchange is in its own group (its output is complete when the stage writing it
+    is); the nodes above every exchange are in :data:`ROOT_GROUP`.
+    """
+    groups: dict[int, int] = {}
+    for node in tree.preorder():  # parents first: children inherit, exchanges start anew
+        if node.is_exchange:
+            groups[node.node_id] = node.node_id
+        elif node.node_id == tree.root.node_id:
+            groups[node.node_id] = ROOT_GROUP
+        for child in node.children:
+            groups[child] = groups[node.node_id]
+    return groups
+
+
+def hydrated_nodes(
+    tree: PlanTree,
+    done_groups: Iterable[int],
+    *,
+    recursion_done: bool,
+    everything: bool = False,
+) -> set[int]:
+    """The ids of the nodes whose output for the snapshot is complete.
+
+    ``done_groups`` are the stage groups (see :func:`stage_groups`) whose stage has
+    completed; ``recursion_done`` says the recursive parts finished for ``as_of``;
+    ``everything`` (the dataflow is hydrated) makes every node hydrated.
+    """
+    if everything:
+        return {node.node_id for node in tree}
+    done = set(done_groups)
+    groups = stage_groups(tree)
+    hydrated: set[int] = set()
+    for node in tree.preorder():  # parents first: a hydrated consumer hydrates its inputs
+        if node.node_id in hydrated or groups[node.node_id] in done:
+            hydrated.add(node.node_id)
+            hydrated.update(_descendants(tree, node.node_id))
+    if not recursion_done:
+        hydrated = {n for n in hydrated if not tree.node(n).recursive}
+    return hydrated
+
+
+def _descendants(tree: PlanTree, node_id: int) -> Iterable[int]:
+    stack = list(tree.node(node_id).children)
+    while stack:
+        child = stack.pop()
+        yield child
+        stack.extend(tree.node(child).children)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What Spark has done of a dataflow's snapshot batch, as a probe saw it."""
+
+    tree: PlanTree | None = None
+    """The snapshot batch's plan (``None`` until Spark planned it)."""
+    done_groups: frozenset[int] = frozenset()
+    """Stage groups whose stage has completed."""
+    batch_done: bool = False
+    """The snapshot batch has finished (every stage of it has)."""
+    recursion_done: bool | None = None
+    """Whether the recursive parts finished; ``None``: as their stage group says."""
+
+
+@dataclass(frozen=True, slots=True)
+class HydrationStatus:
+    """A dataflow's hydration, as reported in ``/status``."""
+
+    hydrated: bool
+    hydration_time_ms: int | None
+    nodes: tuple[NodeStatus, ...]
+
+    def progress_line(self) -> str:
+        """One line for humans: ``hydrated in 2.5 s`` or ``hydrating: 3/11 nodes``."""
+        if self.hydrated:
+            took = self.hydration_time_ms or 0
+            return f"hydrated in {took / 1000:.1f} s ({len(self.nodes)} nodes)"
+        done = sum(node.hydrated for node in self.nodes)
+        return f"hydrating: {done}/{len(self.nodes)} nodes"
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class HydrationTracker:
+    """One dataflow's hydration on this replica (thread-safe, no JVM).
+
+    ``as_of`` is the snapshot time; an empty ``as_of`` (all inputs constant) is hydrated
+    from the start. The engine reports the write frontier with :meth:`observe_frontier`;
+    a probe (through :class:`HydrationMonitor`) reports Spark's progress with
+    :meth:`observe_progress`. Once hydrated, nothing changes any more.
+    """
+
+    def __init__(
+        self, name: str, as_of: Frontier, *, clock: Callable[[], int] = _monotonic_ms
+    ) -> None:
+        self.name = name
+        self.as_of = as_of
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._installed_at = clock()
+        self._frontier = Frontier.minimum() if as_of.lower is not None else Frontier.empty()
+        self._tree: PlanTree | None = None
+        self._hydrated_nodes: set[int] = set()
+        self._hydration_time_ms: int | None = None
+        self._update_dataflow()
+
+    @property
+    def hydrated(self) -> bool:
+        """Whether the dataflow is hydrated."""
+        return self._hydration_time_ms is not None
+
+    def observe_frontier(self, frontier: Frontier) -> None:
+        """The dataflow's write frontier advanced to ``frontier``."""
+        with self._lock:
+            self._frontier = frontier if self._frontier <= frontier else self._frontier
+            self._update_dataflow()
+
+    def observe_progress(self, progress: Progress) -> None:
+        """Spark's progress on the snapshot batch (node hydration only ever grows)."""
+        with self._lock:
+            if progress.tree is None:
+                return
+            if self._tree is None or self._tree != progress.tree:
+                self._tree = progress.tree
+                self._hydrated_nodes &= {n.node_id for n in progress.tree}
+            if self.hydrated:
+                return
+            recursion_done = (
+                progress.recursion_done
+                if progress.recursion_done is not None
+                else progress.batch_done or bool(progress.done_groups)
+            )
+            now = hydrated_nodes(
+                progress.tree,
+                progress.done_groups,
+                recursion_done=recursion_done,
+                everything=progress.batch_done,
+            )
+            self._hydrated_nodes |= now
+
+    def _update_dataflow(self) -> None:
+        if self._hydration_time_ms is None and is_hydrated(self._frontier, self.as_of):
+            self._hydration_time_ms = max(0, self._clock() - self._installed_at)
+            log.info("dataflow hydrated", dataflow=self.name, ms=self._hydration_time_ms)
+
+    def status(self) -> HydrationStatus:
+        """The current hydration of the dataflow and of each plan node."""
+        with self._lock:
+            tree = self._tree
+            hydrated = self._hydration_time_ms is not None
+            nodes = (
+                ()
+                if tree is None
+                else tuple(
+                    NodeStatus(
+                        id=node.node_id,
+                        operator=node.operator,
+                        hydrated=hydrated or node.node_id in self._hydrated_nodes,
+                    )
+                    for node in tree
+                )
+            )
+            return HydrationStatus(hydrated, self._hydration_time_ms, nodes)
+
+
+# --- reading Spark's progress (JVM) ---------------------------------------------------
+
+
+class ProgressProbe(Protocol):
+    """Reads what Spark has done of one dataflow's snapshot batch."""
+
+    def poll(self) -> Progress:
+        """Spark's progress now (a few cheap calls)."""
+        ...
+
+
+@dataclass
+class _Stage:
+    rdd_ids: frozenset[int]
+    complete: bool = False
+
+
+@dataclass
+class _Batch:
+    batch_id: int
+    execution: Any
+    plan: LivePlan
+    groups: dict[int, int]
+    targets: dict[int, int] = field(default_factory=dict)
+    """Stage group → the RDD whose stage completes it (found once jobs started)."""
+    done: set[int] = field(default_factory=set)
+
+
+class StreamingQueryProbe:
+    """Spark's progress on the first batch a streaming query runs after it is probed.
+
+    That batch is the snapshot batch when the probe is created right after the query
+    starts. ``job_groups`` are the job groups whose jobs compute the query's batches;
+    Spark's stream execution uses the query's run id, which is always included.
+    """
+
+    def __init__(self, query: Any, job_groups: Iterable[str] = ()) -> None:
+        self._jquery = query._jsq.streamingQuery()
+        jsc = query._jsq.sparkSession().sparkContext()
+        self._tracker = jsc.statusTracker()
+        self._store = jsc.statusStore()
+        self._groups = [str(query.runId), *job_groups]
+        self._batch: _Batch | None = None
+        self._jobs: dict[int, tuple[int, ...]] = {}
+        self._stages: dict[int, _Stage] = {}
+
+    def poll(self) -> Progress:
+        """See :class:`ProgressProbe`."""
+        execution = self._jquery.lastExecution()
+        if execution is None:
+            return Progress()
+        batch_id = int(execution.currentBatchId())
+        if self._batch is None:
+            plan = live_plan(execution.executedPlan(), details=False, metrics=False)
+            self._batch = _Batch(batch_id, execution, plan, stage_groups(plan.tree))
+        batch = self._batch
+        if batch_id > batch.batch_id or self._finished():
+            return Progress(batch.plan.tree, frozenset(batch.groups.values()), batch_done=True)
+        jobs = self._job_ids()
+        if jobs and not batch.targets:
+            # The jobs started, so the batch's RDDs exist: read which RDD ends each stage.
+            batch.targets = self._targets(batch)
+        for group in set(batch.groups.values()) - batch.done:
+            if self._group_done(batch, group, jobs):
+                batch.done.add(group)
+        return Progress(batch.plan.tree, frozenset(batch.done))
+
+    def _finished(self) -> bool:
+        progress = self._jquery.lastProgress()
+        return (
+            progress is not None
+            and self._batch is not None
+            and (int(progress.batchId()) >= self._batch.batch_id)
+        )
+
+    def _job_ids(self) -> list[int]:
+        found: list[int] = []
+        for group in self._groups:
+            found.extend(int(j) for j in self._tracker.getJobIdsForGroup(group))
+        return sorted(found)
+
+    def _targets(self, batch: _Batch) -> dict[int, int]:
+        targets: dict[int, int] = {}
+        for node_id, group in batch.groups.items():
+            if group != node_id:
+                continue
+            node = batch.plan.tree.node(node_id)
+            if node.kind in SHUFFLE_EXCHANGES:
+                targets[group] = int(batch.plan.handle(node_id).shuffleDependency().rdd().id())
+        if not batch.plan.tree.root.kind.startswith("WriteTo"):
+            # A sink that consumes the plan's RDD (foreachBatch, v1 sinks) built it before
+            # its jobs ran; a v2 write runs inside the plan: its group ends with the batch.
+            targets[ROOT_GROUP] = int(batch.execution.toRdd().id())
+        return targets
+
+    def _group_done(self, batch: _Batch, group: int, jobs: list[int]) -> bool:
+        if group != ROOT_GROUP and batch.plan.tree.node(group).kind in BROADCAST_EXCHANGES:
+            return bool(batch.plan.handle(group).completionFuture().isCompleted())
+        rdd = batch.targets.get(group)
+        if rdd is None:
+            return False
+        return any(stage.complete and rdd in stage.rdd_ids for stage in self._stages_of(jobs))
+
+    def _stages_of(self, jobs: list[int]) -> Iterable[_Stage]:
+        for job in jobs:
+            if job not in self._jobs:
+                info = self._tracker.getJobInfo(job)
+                if info.isEmpty():
+                    continue
+                self._jobs[job] = tuple(int(s) for s in info.get().stageIds())
+            for stage_id in self._jobs[job]:
+                stage = self._stage(stage_id)
+                if stage is not None:
+                    yield stage
+
+    def _stage(self, stage_id: int) -> _Stage | None:
+        stage = self._stages.get(stage_id)
+        if stage is not None and stage.complete:
+            return stage
+        try:
+            data = self._store.lastStageAttempt(stage_id)
+        except Exception:  # not known to the status store (yet)
+            return None
+        if stage is None:
+            ids = data.rddIds()
+            stage = _Stage(frozenset(int(ids.apply(i)) for i in range(ids.size())))
+            self._stages[stage_id] = stage
+        stage.complete = str(data.status().toString()) == "COMPLETE"
+        return stage
+
+
+# --- polling -------------------------------------------------------------------------
+
+
+class HydrationMonitor:
+    """Polls the progress probes of hydrating dataflows from one background thread.
+
+    ``interval`` is the time between polls (seconds). A dataflow is polled only until it
+    is hydrated.
+    """
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._watched: dict[str, tuple[HydrationTracker, ProgressProbe]] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, tracker: HydrationTracker, probe: ProgressProbe | None) -> None:
+        """Follow ``tracker``'s dataflow through ``probe`` until it is hydrated."""
+        if probe is None or tracker.hydrated:
+            return
+        with self._lock:
+            self._watched[tracker.name] = (tracker, probe)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="hydration-monitor", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def forget(self, name: str) -> None:
+        """Stop following dataflow ``name`` (dropped or reinstalled)."""
+        with self._lock:
+            self._watched.pop(name, None)
+
+    def watched(self) -> Mapping[str, HydrationTracker]:
+        """The dataflows still followed."""
+        with self._lock:
+            return {name: tracker for name, (tracker, _) in self._watched.items()}
+
+    def poll_once(self) -> None:
+        """Poll every followed dataflow once (the thread does this every ``interval``)."""
+        with self._lock:
+            watched = list(self._watched.items())
+        for name, (tracker, probe) in watched:
+            if tracker.hydrated:
+                self.forget(name)
+                continue
+            try:
+                tracker.observe_progress(probe.poll())
+            except Exception as error:  # a query stopping under us; retried next time
+                log.debug("hydration probe failed", dataflow=name, error=str(error))
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.poll_once()
+            with self._lock:
+                idle = not self._watched
+            if idle:
+                self._wake.wait()
+                self._wake.clear()
+            else:
+                self._stopping.wait(self.interval)
+
+    def stop(self) -> None:
+        """Stop the polling thread."""
+        self._stopping.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=5)

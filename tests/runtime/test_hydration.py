@@ -1,0 +1,178 @@
+"""Hydration: nodes hydrate stage by stage, then the dataflow, with a time."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dataflow_operator.core.time import Frontier
+from dataflow_operator.runtime.hydration import (
+    ROOT_GROUP,
+    HydrationMonitor,
+    HydrationStatus,
+    HydrationTracker,
+    Progress,
+    StreamingQueryProbe,
+    hydrated_nodes,
+    stage_groups,
+)
+from dataflow_operator.runtime.plan import RawNode, number_plan
+
+
+def _tree() -> object:
+    """Agg <- Exchange <- Join(Scan, BroadcastExchange <- Scan2); UnionLoop under the join."""
+    scan = RawNode("FileSourceScanExec", "Scan")
+    loop = RawNode(
+        "UnionLoopExec",
+        "UnionLoop",
+        children=(RawNode("Project", "Project", children=(RawNode("UnionLoopRef", "Ref"),)),),
+    )
+    broadcast = RawNode(
+        "BroadcastExchangeExec", "BroadcastExchange", children=(RawNode("RangeExec", "Range"),)
+    )
+    join = RawNode("BroadcastHashJoinExec", "Join", children=(scan, broadcast))
+    union = RawNode("UnionExec", "Union", children=(join, loop))
+    exchange = RawNode("ShuffleExchangeExec", "Exchange", children=(union,))
+    root = RawNode("HashAggregateExec", "Agg", children=(exchange,))
+    tree, _ = number_plan(root)
+    return tree
+
+
+def test_stage_groups_follow_the_exchanges() -> None:
+    tree = _tree()
+    ids = {node.operator: node.node_id for node in tree}  # type: ignore[attr-defined]
+    groups = stage_groups(tree)  # type: ignore[arg-type]
+    assert groups[ids["Agg"]] == ROOT_GROUP
+    assert groups[ids["Exchange"]] == ids["Exchange"]
+    assert groups[ids["Scan"]] == groups[ids["Join"]] == groups[ids["Union"]] == ids["Exchange"]
+    assert groups[ids["BroadcastExchange"]] == groups[ids["Range"]] == ids["BroadcastExchange"]
+
+
+def test_nodes_hydrate_by_stage_inputs_with_consumers_recursion_last() -> None:
+    tree = _tree()
+    ids = {node.operator: node.node_id for node in tree}  # type: ignore[attr-defined]
+    # the broadcast was built: its group only
+    got = hydrated_nodes(tree, {ids["BroadcastExchange"]}, recursion_done=False)  # type: ignore[arg-type]
+    assert got == {ids["BroadcastExchange"], ids["Range"]}
+    # the map stage finished but the recursion is not: everything below the exchange
+    # except the recursive part
+    got = hydrated_nodes(tree, {ids["Exchange"]}, recursion_done=False)  # type: ignore[arg-type]
+    assert ids["Scan"] in got and ids["BroadcastExchange"] in got and ids["Agg"] not in got
+    assert not {ids["UnionLoop"], ids["Project"], ids["Ref"]} & got
+    got = hydrated_nodes(tree, {ids["Exchange"]}, recursion_done=True)  # type: ignore[arg-type]
+    assert {ids["UnionLoop"], ids["Ref"]} <= got
+    everything = hydrated_nodes(tree, (), recursion_done=False, everything=True)  # type: ignore[arg-type]
+    assert everything == {node.node_id for node in tree}  # type: ignore[attr-defined]
+
+
+def test_tracker_follows_progress_then_frontier() -> None:
+    now = [1000]
+    tracker = HydrationTracker("f", Frontier.at(5), clock=lambda: now[0])
+    tree = _tree()
+    ids = {node.operator: node.node_id for node in tree}  # type: ignore[attr-defined]
+    assert tracker.status() == HydrationStatus(False, None, ())
+    tracker.observe_progress(Progress(tree, frozenset({ids["BroadcastExchange"]})))  # type: ignore[arg-type]
+    first = tracker.status()
+    assert not first.hydrated and 0 < sum(n.hydrated for n in first.nodes) < len(first.nodes)
+    assert first.progress_line() == f"hydrating: 2/{len(first.nodes)} nodes"
+    tracker.observe_frontier(Frontier.at(5))  # not strictly beyond as_of
+    assert not tracker.hydrated
+    now[0] = 3500
+    tracker.observe_frontier(Frontier.at(6))
+    final = tracker.status()
+    assert final.hydrated and final.hydration_time_ms == 2500
+    assert all(node.hydrated for node in final.nodes)
+    tracker.observe_frontier(Frontier.at(5))  # frontiers never go back
+    assert tracker.status() == final
+
+
+def test_constant_dataflow_is_hydrated_at_once() -> None:
+    tracker = HydrationTracker("const", Frontier.empty(), clock=lambda: 7)
+    status = tracker.status()
+    assert status.hydrated and status.hydration_time_ms == 0
+    monitor = HydrationMonitor()
+    monitor.watch(tracker, probe=None)
+    assert not monitor.watched()
+
+
+@pytest.mark.spark
+def test_constant_query_with_plan_is_hydrated_at_once(spark: SparkSession) -> None:
+    from dataflow_operator.runtime.plan import live_plan
+
+    frame = spark.sql("SELECT 1 AS x UNION ALL SELECT 2")
+    tracker = HydrationTracker("const", Frontier.empty())
+    tree = live_plan(frame._jdf.queryExecution().executedPlan()).tree
+    tracker.observe_progress(Progress(tree))
+    status = tracker.status()
+    assert status.hydrated and status.hydration_time_ms is not None
+    assert status.nodes and all(node.hydrated for node in status.nodes)
+
+
+def _write_snapshot(directory: Path, files: int, rows: int) -> None:
+    directory.mkdir(parents=True)
+    for index in range(files):
+        with (directory / f"part-{index}.json").open("w") as out:
+            for i in range(rows):
+                out.write(json.dumps({"k": i % 97, "v": i, "pad": "x" * 40}) + "\n")
+
+
+@pytest.mark.spark
+def test_large_snapshot_hydrates_stage_by_stage(spark: SparkSession, tmp_path: Path) -> None:
+    _write_snapshot(tmp_path / "in", files=4, rows=60_000)
+    spark.range(97).selectExpr(
+        "CAST(id AS INT) AS k", "CAST(id AS STRING) AS name"
+    ).createOrReplaceTempView("hydration_dims")
+    events = spark.readStream.schema("k INT, v BIGINT, pad STRING").json(str(tmp_path / "in"))
+    events.createOrReplaceTempView("hydration_events")
+    frame = spark.sql(
+        "SELECT d.name, count(*) AS c, sum(e.v) AS s "
+        "FROM hydration_events e JOIN hydration_dims d ON e.k = d.k GROUP BY d.name"
+    )
+    tracker = HydrationTracker("big", Frontier.at(0))
+    monitor = HydrationMonitor(interval=0.05)
+    query = (
+        frame.writeStream.outputMode("update")
+        .foreachBatch(lambda batch, _: batch.count())
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    seen: list[HydrationStatus] = []
+    try:
+        monitor.watch(tracker, StreamingQueryProbe(query))
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            progress = query.lastProgress
+            if progress is not None and progress["batchId"] >= 0:
+                tracker.observe_frontier(Frontier.at(1))  # batch 0 committed: beyond as_of 0
+            status = tracker.status()
+            seen.append(status)
+            if status.hydrated:
+                break
+            time.sleep(0.05)
+    finally:
+        query.stop()
+        monitor.stop()
+
+    final = seen[-1]
+    assert final.hydrated, final
+    assert final.hydration_time_ms is not None and final.hydration_time_ms > 0
+    assert final.nodes and all(node.hydrated for node in final.nodes)
+    counts = [sum(node.hydrated for node in status.nodes) for status in seen]
+    partial = [
+        status
+        for status, count in zip(seen, counts, strict=True)
+        if not status.hydrated and 0 < count < len(final.nodes)
+    ]
+    assert partial, f"no intermediate state among {counts}"
+    # node hydration only grows, and every node is hydrated when the dataflow is
+    for earlier, later in zip(seen, seen[1:], strict=False):
+        before = {n.id for n in earlier.nodes if n.hydrated}
+        after = {n.id for n in later.nodes if n.hydrated}
+        assert before <= after
+    operators = {n.id: n.operator for n in final.nodes}
+    first = {operators[n.id] for n in partial[0].nodes if n.hydrated}
+    assert first and len(first) < len(operators)
