@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.runtime.hydration import (
@@ -20,10 +21,10 @@ from dataflow_operator.runtime.hydration import (
     hydrated_nodes,
     stage_groups,
 )
-from dataflow_operator.runtime.plan import RawNode, number_plan
+from dataflow_operator.runtime.plan import PlanTree, RawNode, number_plan
 
 
-def _tree() -> object:
+def _tree() -> PlanTree:
     """Agg <- Exchange <- Join(Scan, BroadcastExchange <- Scan2); UnionLoop under the join."""
     scan = RawNode("FileSourceScanExec", "Scan")
     loop = RawNode(
@@ -44,8 +45,8 @@ def _tree() -> object:
 
 def test_stage_groups_follow_the_exchanges() -> None:
     tree = _tree()
-    ids = {node.operator: node.node_id for node in tree}  # type: ignore[attr-defined]
-    groups = stage_groups(tree)  # type: ignore[arg-type]
+    ids = {node.operator: node.node_id for node in tree}
+    groups = stage_groups(tree)
     assert groups[ids["Agg"]] == ROOT_GROUP
     assert groups[ids["Exchange"]] == ids["Exchange"]
     assert groups[ids["Scan"]] == groups[ids["Join"]] == groups[ids["Union"]] == ids["Exchange"]
@@ -54,28 +55,28 @@ def test_stage_groups_follow_the_exchanges() -> None:
 
 def test_nodes_hydrate_by_stage_inputs_with_consumers_recursion_last() -> None:
     tree = _tree()
-    ids = {node.operator: node.node_id for node in tree}  # type: ignore[attr-defined]
+    ids = {node.operator: node.node_id for node in tree}
     # the broadcast was built: its group only
-    got = hydrated_nodes(tree, {ids["BroadcastExchange"]}, recursion_done=False)  # type: ignore[arg-type]
+    got = hydrated_nodes(tree, {ids["BroadcastExchange"]}, recursion_done=False)
     assert got == {ids["BroadcastExchange"], ids["Range"]}
     # the map stage finished but the recursion is not: everything below the exchange
     # except the recursive part
-    got = hydrated_nodes(tree, {ids["Exchange"]}, recursion_done=False)  # type: ignore[arg-type]
+    got = hydrated_nodes(tree, {ids["Exchange"]}, recursion_done=False)
     assert ids["Scan"] in got and ids["BroadcastExchange"] in got and ids["Agg"] not in got
     assert not {ids["UnionLoop"], ids["Project"], ids["Ref"]} & got
-    got = hydrated_nodes(tree, {ids["Exchange"]}, recursion_done=True)  # type: ignore[arg-type]
+    got = hydrated_nodes(tree, {ids["Exchange"]}, recursion_done=True)
     assert {ids["UnionLoop"], ids["Ref"]} <= got
-    everything = hydrated_nodes(tree, (), recursion_done=False, everything=True)  # type: ignore[arg-type]
-    assert everything == {node.node_id for node in tree}  # type: ignore[attr-defined]
+    everything = hydrated_nodes(tree, (), recursion_done=False, everything=True)
+    assert everything == {node.node_id for node in tree}
 
 
 def test_tracker_follows_progress_then_frontier() -> None:
     now = [1000]
     tracker = HydrationTracker("f", Frontier.at(5), clock=lambda: now[0])
     tree = _tree()
-    ids = {node.operator: node.node_id for node in tree}  # type: ignore[attr-defined]
+    ids = {node.operator: node.node_id for node in tree}
     assert tracker.status() == HydrationStatus(False, None, ())
-    tracker.observe_progress(Progress(tree, frozenset({ids["BroadcastExchange"]})))  # type: ignore[arg-type]
+    tracker.observe_progress(Progress(tree, frozenset({ids["BroadcastExchange"]})))
     first = tracker.status()
     assert not first.hydrated and 0 < sum(n.hydrated for n in first.nodes) < len(first.nodes)
     assert first.progress_line() == f"hydrating: 2/{len(first.nodes)} nodes"
@@ -112,6 +113,10 @@ def test_constant_query_with_plan_is_hydrated_at_once(spark: SparkSession) -> No
     assert status.nodes and all(node.hydrated for node in status.nodes)
 
 
+def _count(batch: DataFrame, _: int) -> None:
+    batch.count()
+
+
 def _write_snapshot(directory: Path, files: int, rows: int) -> None:
     directory.mkdir(parents=True)
     for index in range(files):
@@ -136,7 +141,7 @@ def test_large_snapshot_hydrates_stage_by_stage(spark: SparkSession, tmp_path: P
     monitor = HydrationMonitor(interval=0.05)
     query = (
         frame.writeStream.outputMode("update")
-        .foreachBatch(lambda batch, _: batch.count())
+        .foreachBatch(_count)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .start()
     )
@@ -169,7 +174,7 @@ def test_large_snapshot_hydrates_stage_by_stage(spark: SparkSession, tmp_path: P
     ]
     assert partial, f"no intermediate state among {counts}"
     # node hydration only grows, and every node is hydrated when the dataflow is
-    for earlier, later in zip(seen, seen[1:], strict=False):
+    for earlier, later in itertools.pairwise(seen):
         before = {n.id for n in earlier.nodes if n.hydrated}
         after = {n.id for n in later.nodes if n.hydrated}
         assert before <= after
