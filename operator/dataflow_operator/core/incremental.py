@@ -56,7 +56,10 @@ from dataflow_operator.core.sql_shape import (
     is_aggregate,
     is_linear,
     is_mz_now,
+    is_nondeterministic,
+    normalized,
     render,
+    unwrap,
 )
 from dataflow_operator.core.temporal import (
     TemporalQuery,
@@ -181,7 +184,7 @@ def plan_query(sql: str, source_names: Collection[str]) -> QueryPlan:
         maintenance = _classify(outer.tree, outer.relations)
     else:
         parsed = parse_sql(sql, source_names)
-        tree = parsed.tree.copy()
+        tree = unwrap(parsed.tree.copy())
         drop_unordered_order_by(tree)
         maintenance = _classify(tree, parsed.relations)
     if maintenance.strategy is Strategy.LINEAR:
@@ -201,7 +204,7 @@ def classify(sql: str, source_names: Collection[str]) -> MaintenancePlan:
     :class:`~dataflow_operator.core.errors.InvalidSql` here).
     """
     parsed = parse_sql(sql, source_names)
-    tree = parsed.tree.copy()
+    tree = unwrap(parsed.tree.copy())
     check_reserved_names(tree)
     if any(is_mz_now(node) for node in tree.walk()):
         raise InvalidSql(
@@ -264,6 +267,8 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
         ):
             if isinstance(node, exp.Star) and isinstance(node.parent, exp.Count):
                 continue
+            return None
+        if is_nondeterministic(node):
             return None
     select = _unqualified(select, table.alias_or_name)
     group = select.args.get("group")
@@ -349,7 +354,7 @@ def _group_keys(select: exp.Select, group: exp.Expr | None) -> list[exp.Expr]:
             continue
         if isinstance(expression, exp.Column) and not expression.table:
             aliased = aliases.get(expression.name.lower())
-            if aliased is not None and aliased.unalias() != expression:
+            if aliased is not None and normalized(aliased.unalias()) != normalized(expression):
                 # GROUP BY a name that is also an output alias: Spark picks the source
                 # column if there is one, which only the schema tells.
                 raise _NotSupported
@@ -363,7 +368,7 @@ class _AggregateBuilder:
     """Rewrites output expressions over the group state, collecting partial sums."""
 
     def __init__(self, keys: list[exp.Expr]) -> None:
-        self._keys = keys
+        self._keys = [normalized(key) for key in keys]
         self.partials: list[tuple[str, exp.Expr]] = []
         self._by_sql: dict[str, str] = {}
 
@@ -382,8 +387,9 @@ class _AggregateBuilder:
         return expression.transform(self._rewrite)
 
     def _rewrite(self, node: exp.Expr) -> exp.Expr:
+        comparable = normalized(node)
         for index, key in enumerate(self._keys):
-            if node == key:
+            if comparable == key:
                 return exp.column(f"{KEY_PREFIX}{index}")
         if is_aggregate(node):
             return self._aggregate(node)

@@ -22,9 +22,12 @@ __all__ = [
     "is_linear",
     "is_linear_select",
     "is_mz_now",
+    "is_nondeterministic",
     "leaves",
+    "normalized",
     "render",
     "set_from_table",
+    "unwrap",
 ]
 
 TIME = "__time"
@@ -125,6 +128,62 @@ def is_aggregate(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and str(node.name).lower() in _ANONYMOUS_AGGREGATES
 
 
+_NON_DETERMINISTIC = (
+    exp.CurrentTimestamp,
+    exp.CurrentDate,
+    exp.CurrentTime,
+    exp.Rand,
+    exp.Randn,
+    exp.Uuid,
+)
+_NON_DETERMINISTIC_NAMES = frozenset(
+    {
+        "now",
+        "current_timestamp",
+        "current_date",
+        "curdate",
+        "localtimestamp",
+        "rand",
+        "random",
+        "randn",
+        "uuid",
+        "shuffle",
+        "monotonically_increasing_id",
+        "spark_partition_id",
+        "input_file_name",
+    }
+)
+
+
+def is_nondeterministic(node: exp.Expr) -> bool:
+    """Whether ``node`` is a call whose value may change between evaluations (``rand()``)."""
+    if isinstance(node, _NON_DETERMINISTIC):
+        return True
+    return isinstance(node, exp.Anonymous) and str(node.name).lower() in _NON_DETERMINISTIC_NAMES
+
+
+def normalized(node: exp.Expr) -> exp.Expr:
+    """A copy of ``node`` for comparisons: identifiers lower-cased and unquoted.
+
+    Spark resolves names case-insensitively (``spark.sql.caseSensitive`` is false).
+    """
+
+    def lower(sub: exp.Expr) -> exp.Expr:
+        if isinstance(sub, exp.Identifier):
+            return exp.Identifier(this=str(sub.this).lower(), quoted=False)
+        return sub
+
+    return node.transform(lower)
+
+
+def unwrap(query: exp.Query) -> exp.Query:
+    """``query`` without redundant outer parentheses: ``((SELECT …))`` is ``SELECT …``."""
+    while isinstance(query, exp.Subquery) and not query.alias and isinstance(query.this, exp.Query):
+        query = query.this
+    query.parent = None
+    return query
+
+
 def leaves(query: exp.Expr) -> Iterator[exp.Select]:
     """The SELECT blocks of a query combined by set operations, left to right.
 
@@ -209,6 +268,8 @@ def is_linear_select(select: exp.Select, ctes: frozenset[str] = frozenset()) -> 
         if node is select:
             continue
         if isinstance(node, exp.Query | exp.Window | exp.Exists) or is_aggregate(node):
+            return False
+        if is_nondeterministic(node):
             return False
     return True
 

@@ -53,9 +53,11 @@ from dataflow_operator.core.sql_shape import (
     is_linear,
     is_linear_select,
     is_mz_now,
+    is_nondeterministic,
     leaves,
     render,
     set_from_table,
+    unwrap,
 )
 
 __all__ = ["BOUND_PREFIX", "TemporalBound", "TemporalQuery", "plan_temporal"]
@@ -127,7 +129,7 @@ def plan_temporal(sql: str, source_names: Collection[str]) -> TemporalQuery:
     ``mz_now()`` that is not a supported temporal filter, and for the reserved names
     ``__time``, ``__diff`` and ``__mz_…`` used in the query.
     """
-    tree = parse_sql(sql, source_names).tree.copy()
+    tree = unwrap(parse_sql(sql, source_names).tree.copy())
     check_reserved_names(tree)
     tops = list(leaves(tree))
     filters = {id(top): _temporal_conjuncts(top) for top in tops}
@@ -191,10 +193,6 @@ _FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.LTE: exp.GTE,
     exp.EQ: exp.EQ,
 }
-_NON_DETERMINISTIC = (exp.CurrentTimestamp, exp.CurrentDate, exp.Rand, exp.Randn, exp.Uuid)
-_NON_DETERMINISTIC_NAMES = frozenset(
-    {"now", "current_timestamp", "current_date", "localtimestamp", "rand", "random", "uuid"}
-)
 
 
 def _unparen(node: exp.Expr) -> exp.Expr:
@@ -272,9 +270,7 @@ def _row_expression_problem(node: exp.Expr) -> str | None:
             return f"the aggregate {render(sub)}"
         if isinstance(sub, exp.Query | exp.Exists):
             return "a subquery"
-        if isinstance(sub, _NON_DETERMINISTIC) or (
-            isinstance(sub, exp.Anonymous) and str(sub.name).lower() in _NON_DETERMINISTIC_NAMES
-        ):
+        if is_nondeterministic(sub):
             return f"the non-deterministic {render(sub)}"
     return None
 
