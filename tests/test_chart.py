@@ -87,3 +87,15 @@ def test_chart_ships_the_generated_crds(tmp_path: Path) -> None:
         if obj["kind"] == "CustomResourceDefinition"
     }
     assert crds == {"dataflows.dataflow.dev", "replicas.dataflow.dev"}
+
+
+def test_deployment_sets_only_settings_the_operator_reads(tmp_path: Path) -> None:
+    from dataflow_operator.controller.config import ENV_NAMES
+
+    (deployment,) = [obj for obj in render(tmp_path) if obj["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    names = {env["name"] for env in container["env"]}
+    logging_settings = {"DATAFLOW_LOG_FORMAT", "DATAFLOW_LOG_LEVEL"}
+    assert names - logging_settings <= set(ENV_NAMES.values())
+    assert "DATAFLOW_DEFAULT_EXPIRATION_OFFSET" in names
+    assert container["args"][:3] == ["operator", "--all-namespaces", "--standalone"]
