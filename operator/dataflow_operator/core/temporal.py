@@ -60,7 +60,14 @@ from dataflow_operator.core.sql_shape import (
     unwrap,
 )
 
-__all__ = ["BOUND_PREFIX", "TemporalBound", "TemporalQuery", "plan_temporal"]
+__all__ = [
+    "BOUND_PREFIX",
+    "TemporalBound",
+    "TemporalQuery",
+    "check_reserved_names",
+    "drop_unordered_order_by",
+    "plan_temporal",
+]
 
 BOUND_PREFIX = "__mz_bound_"
 """Prefix of the bound columns the rewritten SQL adds: ``__mz_bound_0``, ``__mz_bound_1``…"""
