@@ -11,6 +11,7 @@ OpenAPI v3 schema. :func:`structural` translates: it inlines ``$ref``, turns
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ def _clean(node: Any) -> Any:
         return [_clean(item) for item in node]
     if not isinstance(node, dict):
         return node
+    default = node.get("default")
     node = {key: value for key, value in node.items() if key not in _DROPPED_KEYS}
     any_of = node.get("anyOf")
     if isinstance(any_of, list) and any(_is_null(option) for option in any_of):
@@ -72,6 +74,9 @@ def _clean(node: Any) -> Any:
     ):
         node.pop("additionalProperties", None)
         node["x-kubernetes-preserve-unknown-fields"] = True
+    if default not in (None, "", [], {}) and isinstance(node.get("description"), str):
+        shown = default if isinstance(default, str) else json.dumps(default)
+        node["description"] = f"{node['description'].rstrip()} Default: {shown}."
     if node.get("additionalProperties") is False:
         # Structural schemas forbid it beside properties; the API server prunes unknown
         # fields instead, and `kubectl apply --validate=strict` reports them.

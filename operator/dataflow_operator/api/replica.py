@@ -9,7 +9,6 @@ from pydantic import Field, field_validator
 
 from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ObjectMeta
 from dataflow_operator.api.types import DurationField, QuantityField
-from dataflow_operator.core.durations import Duration
 
 __all__ = [
     "Backoff",
@@ -47,10 +46,12 @@ class Backoff(ApiModel):
     """Exponential backoff between restarts after failures."""
 
     initial: DurationField = Field(
-        default=Duration(10_000), description="Delay before the first restart after a failure."
+        default="10s",
+        validate_default=True,
+        description="Delay before the first restart after a failure.",
     )
     max: DurationField = Field(
-        default=Duration(300_000), description="The longest delay between restarts."
+        default="5m", validate_default=True, description="The longest delay between restarts."
     )
     multiplier: float = Field(
         default=2.0, ge=1.0, le=10.0, description="Factor by which the delay grows per failure."
@@ -76,7 +77,8 @@ class RestartPolicy(ApiModel):
     )
     backoff: Backoff = Field(default_factory=Backoff, description="Delay between failures.")
     reset_after: DurationField = Field(
-        default=Duration(600_000),
+        default="10m",
+        validate_default=True,
         description="A driver that ran this long without failing clears the failure count.",
     )
 
@@ -93,9 +95,16 @@ class DriverResources(ApiModel):
     )
 
 
-class ExecutorResources(DriverResources):
+class ExecutorResources(ApiModel):
     """Resources of the executors, which Spark creates as pods owned by the driver."""
 
+    cores: int = Field(default=1, ge=1, le=256, description="CPU cores (spark.executor.cores).")
+    memory: QuantityField = Field(
+        default="1Gi", description="Memory for the JVM heap (spark.executor.memory)."
+    )
+    memory_overhead: QuantityField | None = Field(
+        default=None, description="Extra non-heap memory; absent lets Spark compute it."
+    )
     instances: int = Field(
         default=1, ge=0, le=10_000, description="Number of executors (0: run in the driver)."
     )
