@@ -292,6 +292,14 @@ REJECTED: dict[str, tuple[str, str]] = {
         "SELECT a FROM events WHERE mz_now() < current_timestamp()",
         "non-deterministic",
     ),
+    "with a string": (
+        "SELECT a FROM events WHERE mz_now() < '2026-01-01'",
+        "not '2026-01-01' (write TIMESTAMP",
+    ),
+    "with an interval": (
+        "SELECT a FROM events WHERE mz_now() BETWEEN ts AND INTERVAL 1 DAY",
+        "a number of epoch milliseconds, not INTERVAL '1' DAY",
+    ),
     "with arguments": ("SELECT a FROM events WHERE mz_now(1) < ts", "takes no arguments"),
     "arithmetic on mz_now": (
         "SELECT a FROM events WHERE mz_now() - INTERVAL 1 DAY < ts",

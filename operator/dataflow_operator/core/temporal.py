@@ -269,16 +269,27 @@ def _has_mz_now(node: exp.Expr) -> bool:
 
 
 def _row_expression_problem(node: exp.Expr) -> str | None:
-    """Why ``node`` is not an expression over one row, or ``None`` when it is."""
+    """Why ``mz_now()`` cannot be compared with ``node``, or ``None`` when it can."""
+    if (isinstance(node, exp.Literal) and node.is_string) or isinstance(node, exp.Interval):
+        return (
+            f"mz_now() must be compared with a timestamp, a date or a number of epoch "
+            f"milliseconds, not {render(node)} (write TIMESTAMP '…' for a point in time)"
+        )
     for sub in node.walk():
         if isinstance(sub, exp.Window):
-            return "a window function"
-        if is_aggregate(sub):
-            return f"the aggregate {render(sub)}"
-        if isinstance(sub, exp.Query | exp.Exists):
-            return "a subquery"
-        if is_nondeterministic(sub):
-            return f"the non-deterministic {render(sub)}"
+            problem = "a window function"
+        elif is_aggregate(sub):
+            problem = f"the aggregate {render(sub)}"
+        elif isinstance(sub, exp.Query | exp.Exists):
+            problem = "a subquery"
+        elif is_nondeterministic(sub):
+            problem = f"the non-deterministic {render(sub)}"
+        else:
+            continue
+        return (
+            f"mz_now() must be compared with an expression over the row's columns, not one "
+            f"containing {problem}"
+        )
     return None
 
 
@@ -375,7 +386,7 @@ def _diagnose_in_where(call: exp.Expr, where: exp.Expr) -> InvalidSql:
                 return _fail("mz_now() cannot be compared with another mz_now()")
             problem = _row_expression_problem(low) or _row_expression_problem(high)
             if problem is not None:
-                return _not_a_row_expression(problem)
+                return _fail(problem)
         else:
             return _fail(
                 "mz_now() may be the tested value of BETWEEN (mz_now() BETWEEN a AND b), "
@@ -387,7 +398,7 @@ def _diagnose_in_where(call: exp.Expr, where: exp.Expr) -> InvalidSql:
             return _fail("mz_now() cannot be compared with another mz_now()")
         problem = _row_expression_problem(other)
         if problem is not None:
-            return _not_a_row_expression(problem)
+            return _fail(problem)
     elif isinstance(parent, exp.NEQ):
         return _fail("mz_now() cannot be compared with <> or !=; use <, <=, >, >=, = or BETWEEN")
     elif isinstance(parent, exp.In):
@@ -400,13 +411,6 @@ def _diagnose_in_where(call: exp.Expr, where: exp.Expr) -> InvalidSql:
     return _fail(
         "a comparison with mz_now() must be a top-level AND-ed conjunct of WHERE, not "
         "nested inside another expression"
-    )
-
-
-def _not_a_row_expression(problem: str) -> InvalidSql:
-    return _fail(
-        f"mz_now() must be compared with an expression over the row's columns, not one "
-        f"containing {problem}"
     )
 
 
