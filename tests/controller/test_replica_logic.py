@@ -105,9 +105,9 @@ def test_running_with_control_api_answering_is_ready() -> None:
 def test_running_without_control_api_is_not_ready_until_the_ready_timeout() -> None:
     r, _ = step(replica(), T0)
     down = ControlObservation(reachable=False, error="connection refused")
-    r, d = step(r, T0 + 1000, driver=running(), control=down)
+    r, _ = step(r, T0 + 1000, driver=running(), control=down)
     assert conditions(r)["Ready"] == ("False", "ControlApiUnavailable")
-    r, d = step(r, T0 + 300_000, driver=running(), control=down)
+    r, _ = step(r, T0 + 300_000, driver=running(), control=down)
     assert r.status is not None and r.status.phase == "BackingOff"
     assert conditions(r)["Degraded"][1] == "ReadyTimeout"
 
@@ -148,7 +148,7 @@ def test_expired_exit_code_restarts_at_once() -> None:
     ended = PodObservation(
         name="r1-driver-1", phase=PodPhase.FAILED, exit_code=injection.EXIT_EXPIRED
     )
-    r, d = step(r, T0 + HOUR, driver=ended)
+    r, _ = step(r, T0 + HOUR, driver=ended)
     assert r.status is not None and r.status.attempt == 2
     assert restarts(r) == {"Expired": 1}
     assert r.status.consecutive_failures == 0
@@ -196,7 +196,7 @@ def test_reset_after_clears_the_failure_count() -> None:
     r = started(restartPolicy={"resetAfter": "10m"})
     assert r.status is not None
     r = r.model_copy(update={"status": r.status.model_copy(update={"consecutive_failures": 3})})
-    r2, d = step(r, T0 + 599_000, driver=running(), control=OK)
+    r2, _ = step(r, T0 + 599_000, driver=running(), control=OK)
     assert r2.status is not None and r2.status.consecutive_failures == 3
     r3, _ = step(r, T0 + 600_000, driver=running(), control=OK)
     assert r3.status is not None and r3.status.consecutive_failures == 0
@@ -236,7 +236,7 @@ def test_max_attempts_gives_up() -> None:
     crashed = PodObservation(
         name="r1-driver-1", phase=PodPhase.FAILED, exit_code=137, reason="OOMKilled"
     )
-    r, d = step(r, T0 + HOUR, driver=crashed)
+    r, _ = step(r, T0 + HOUR, driver=crashed)
     assert r.status is not None and r.status.phase == "Failed"
     assert conditions(r)["Degraded"] == ("True", "OOMKilled")
 
@@ -256,7 +256,7 @@ def test_a_vanished_driver_is_lost_after_the_grace_period() -> None:
 def test_spec_change_restarts_without_counting_a_failure() -> None:
     r = started()
     changed = replica(status=r.status, generation=2, image="img:2")
-    r2, d = step(changed, T0 + HOUR, driver=running(), control=OK)
+    r2, _ = step(changed, T0 + HOUR, driver=running(), control=OK)
     assert r2.status is not None and r2.status.attempt == 2
     assert restarts(r2) == {"SpecChanged": 1}
     assert r2.status.consecutive_failures == 0

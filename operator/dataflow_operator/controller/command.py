@@ -73,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the operator until interrupted."""
     configure_logging(level=args.log_level)
     _add_object_context()
+    if logging.getLogger().level > logging.DEBUG:
+        # kopf logs every successful handler call; at scale that is noise, not signal
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     config = config_from_args(args)
     importlib.import_module("dataflow_operator.controller.handlers")
     log = get_logger("dataflow_operator.operator")

@@ -1,0 +1,88 @@
+"""Fixtures for the operator against the kmock emulator."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+import pytest_asyncio
+
+from dataflow_operator.controller.kube import KubeApi
+from tests.controller.harness import (
+    Cluster,
+    Emulator,
+    FakeReplica,
+    Operator,
+    declare_resources,
+    write_kubeconfig,
+)
+
+FAST = {
+    "DATAFLOW_STATUS_POLL_INTERVAL": "300ms",
+    "DATAFLOW_RECONCILE_INTERVAL": "1s",
+    "DATAFLOW_LOST_GRACE": "1s",
+    "DATAFLOW_DELETE_TIMEOUT": "3s",
+    "DATAFLOW_REPLICA_IMAGE": "example/dataflow:test",
+}
+
+
+@pytest_asyncio.fixture()
+async def emulator(tmp_path: Path) -> AsyncIterator[tuple[kmock.KubernetesEmulator, Path]]:
+    async with Emulator() as handler, kmock.Server(handler) as server:
+        declare_resources(handler)
+        yield handler, write_kubeconfig(tmp_path / "kubeconfig", str(server.url).rstrip("/"))
+
+
+@pytest_asyncio.fixture()
+async def cluster(emulator: tuple[kmock.KubernetesEmulator, Path]) -> AsyncIterator[Cluster]:
+    _, kubeconfig = emulator
+    import os
+
+    previous = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(kubeconfig)
+    api = KubeApi.from_kopf_login(None)
+    try:
+        yield Cluster(api)
+    finally:
+        await api.close()
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
+
+
+@pytest_asyncio.fixture()
+async def start_operator(
+    emulator: tuple[kmock.KubernetesEmulator, Path], tmp_path: Path
+) -> AsyncIterator[Callable[..., Any]]:
+    """Start the operator (extra config as env names); all are stopped at the end."""
+    _, kubeconfig = emulator
+    started: list[Operator] = []
+
+    async def start(**config: str) -> Operator:
+        operator = Operator(kubeconfig, tmp_path / "operator.log", **{**FAST, **config})
+        await operator.start()
+        started.append(operator)
+        return operator
+
+    yield start
+    for operator in started:
+        await operator.stop()
+
+
+@pytest_asyncio.fixture()
+async def fake_replica() -> AsyncIterator[FakeReplica]:
+    replica = FakeReplica()
+    await replica.start()
+    yield replica
+    await replica.stop()
+
+
+@pytest.fixture()
+def operator_log(tmp_path: Path) -> Callable[[], str]:
+    return lambda: (
+        (tmp_path / "operator.log").read_text() if (tmp_path / "operator.log").exists() else ""
+    )
