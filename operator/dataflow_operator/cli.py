@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("dataflow_operator.check", "validate manifests offline"),
     "operator": ("dataflow_operator.controller.command", "run the Kubernetes operator (kopf)"),
     "explain": ("dataflow_operator.runtime.explain_command", "print dataflow plans (--node-ids)"),
+    "run": ("dataflow_operator.runtime.run_command", "run a local replica over manifests"),
+    "insert": ("dataflow_operator.runtime.insert_command", "append rows to a table, atomically"),
 }
 """Subcommand → (module, one-line help)."""
 

@@ -1,0 +1,202 @@
+"""Turning a dataflow's spec into a Spark streaming DataFrame of its output changelog.
+
+The SQL planning is the core's (:func:`dataflow_operator.core.incremental.plan_query`);
+this module wires it onto Spark: each source becomes a streaming changelog
+(:mod:`.source_reader`) with an event-time watermark on its batch time, the SQL runs over
+those streams, the temporal bounds become ``[__lower, __upper)`` and the temporal filter
+runs as a ``transformWithStateInPandas`` operator (:mod:`.temporal_filter`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
+from pyspark.sql import types as T  # noqa: N812 - Spark's convention
+
+from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.core.incremental import QueryPlan, Strategy, plan_query
+from dataflow_operator.core.temporal import TemporalBound
+from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.source_reader import (
+    BATCH_TIME,
+    HEARTBEAT,
+    RUNTIME_COLUMNS,
+    SOURCE_FORMAT,
+    ChangelogSource,
+)
+from dataflow_operator.runtime.temporal_filter import BUCKET, LOWER, UPPER, TemporalFilter
+
+__all__ = ["BUCKETS", "BuiltDataflow", "SourceInput", "build_dataflow", "ddl_of"]
+
+BUCKETS = 16
+"""Temporal-filter state is grouped into this many keys (one key per row is slow)."""
+
+FILTERED = "__mz_filtered"
+
+_views_lock = threading.Lock()
+_registered: set[int] = set()
+
+
+class Unsupported(InvalidSql):
+    """A query shape the engine does not maintain yet."""
+
+    reason = "Unsupported"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInput:
+    """One input of a dataflow, as the reader's options and its data columns' DDL."""
+
+    name: str
+    data_ddl: str
+    options: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltDataflow:
+    """The output changelog stream and what the engine needs to know about it."""
+
+    frame: DataFrame
+    columns: tuple[str, ...]
+    data_ddl: str
+    stateful: bool
+    plan: QueryPlan
+
+
+def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF})) -> str:
+    """The DDL of ``schema``'s fields (``a INT, b STRING``), without the runtime columns."""
+    return ", ".join(
+        f"`{field.name}` {field.dataType.simpleString()}"
+        for field in schema.fields
+        if field.name not in exclude
+    )
+
+
+def _register(spark: SparkSession) -> None:
+    if id(spark) not in _registered:
+        spark.dataSource.register(ChangelogSource)
+        _registered.add(id(spark))
+
+
+def _source_frame(spark: SparkSession, source: SourceInput) -> DataFrame:
+    ddl = f"{source.data_ddl}, {RUNTIME_COLUMNS}" if source.data_ddl else RUNTIME_COLUMNS
+    frame = (
+        spark.readStream.format(SOURCE_FORMAT)
+        .options(**{**source.options, "schema": ddl})
+        .load()
+        .withWatermark(BATCH_TIME, "0 seconds")
+    )
+    # The filter names the event-time column, so the optimizer cannot push it below the
+    # watermark: heartbeats must reach the watermark, then they are dropped.
+    return frame.filter(f"NOT ({HEARTBEAT} AND {BATCH_TIME} IS NOT NULL)").drop(
+        HEARTBEAT, BATCH_TIME
+    )
+
+
+def _bound_millis(frame: DataFrame, bound: TemporalBound) -> Column:
+    column = F.col(f"`{bound.column}`")
+    data_type = frame.schema[bound.column].dataType
+    if isinstance(data_type, T.TimestampType):
+        millis = F.unix_millis(column)
+    elif isinstance(data_type, T.TimestampNTZType | T.DateType):
+        millis = F.unix_millis(column.cast("timestamp"))
+    elif isinstance(data_type, T.IntegralType):
+        millis = column.cast("bigint")
+    else:
+        raise InvalidSql(
+            f"the bound {bound.column} compared with mz_now() is a {data_type.simpleString()}; "
+            "it must be a timestamp, a date or a number of epoch milliseconds",
+            field="spec.sql",
+        )
+    return millis + F.lit(bound.shift_ms) if bound.shift_ms else millis
+
+
+def _combine(columns: list[Column], pick: Any) -> Column:
+    if not columns:
+        return F.lit(None).cast("bigint")
+    return columns[0] if len(columns) == 1 else pick(*columns)
+
+
+def _apply_bounds(
+    frame: DataFrame,
+    bounds: tuple[TemporalBound, ...],
+    until: int | None,
+    previous_until: int | None,
+) -> DataFrame:
+    """The temporal filter over a changelog carrying the bound columns."""
+    lowers = [_bound_millis(frame, b) for b in bounds if b.kind == "lower"]
+    uppers = [_bound_millis(frame, b) for b in bounds if b.kind == "upper"]
+    bound_columns = sorted({b.column for b in bounds})
+    data = [c for c in frame.columns if c not in (TIME, DIFF, *bound_columns)]
+    framed = frame.select(
+        *[F.col(f"`{c}`") for c in data],
+        F.col(TIME),
+        F.col(DIFF),
+        _combine(lowers, F.greatest).alias(LOWER),
+        _combine(uppers, F.least).alias(UPPER),
+        (F.pmod(F.hash(*[F.col(f"`{c}`") for c in data]), F.lit(BUCKETS)) if data else F.lit(0))
+        .cast("int")
+        .alias(BUCKET),
+    )
+    output = T.StructType(
+        [
+            *[frame.schema[c] for c in data],
+            T.StructField(TIME, T.LongType()),
+            T.StructField(DIFF, T.LongType()),
+        ]
+    )
+    return framed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=TemporalFilter(data, until, previous_until),
+        outputStructType=output,
+        outputMode="Append",
+        timeMode="EventTime",
+    )
+
+
+def build_dataflow(
+    spark: SparkSession,
+    sql: str,
+    sources: list[SourceInput],
+    until: int | None,
+    previous_until: int | None,
+) -> BuiltDataflow:
+    """The dataflow's output changelog as a streaming DataFrame.
+
+    Raises :class:`~dataflow_operator.core.errors.DomainError` for SQL the core rejects
+    and :class:`Unsupported` for shapes not maintained yet.
+    """
+    plan = plan_query(sql, [s.name for s in sources])
+    strategy = plan.maintenance.strategy
+    if strategy is not Strategy.LINEAR:
+        raise Unsupported(
+            f"{strategy.value} queries (joins, aggregates, DISTINCT, …) are not maintained "
+            "by this runtime yet; only projections, filters, UNION ALL and temporal filters",
+            field="spec.sql",
+        )
+    _register(spark)
+    with _views_lock:
+        # Views are session-wide: register and resolve under one lock, so that two
+        # dataflows with a source of the same name never see each other's.
+        for source in sources:
+            _source_frame(spark, source).createOrReplaceTempView(source.name)
+        frame = spark.sql(plan.temporal.sql)
+        for source in sources:
+            spark.catalog.dropTempView(source.name)
+    bounds = plan.temporal.bounds
+    if bounds:
+        frame = _apply_bounds(frame, bounds, until, previous_until)
+    elif until is not None:
+        frame = frame.filter(F.col(TIME) < F.lit(until))
+    columns = tuple(c for c in frame.columns if c not in (TIME, DIFF))
+    return BuiltDataflow(
+        frame=frame,
+        columns=columns,
+        data_ddl=ddl_of(frame.schema),
+        stateful=bool(bounds),
+        plan=plan,
+    )

@@ -1,0 +1,81 @@
+"""The replica's logical clock, shared with the source readers through a file.
+
+The driver's loop decides the time of each batch and writes it here before asking the
+streaming queries to catch up; the source readers (which may run in other Python
+processes) read it in ``latestOffset`` and record it in their offsets, so the logical
+time of every batch is in Spark's own offset log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time as wall
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dataflow_operator.core.time import Timestamp
+
+__all__ = ["ClockFile", "TickPlan", "atomic_write_text"]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new content, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+@dataclass(frozen=True, slots=True)
+class ClockFile:
+    """``{"time": ms}``: the logical time of the batch the replica is running."""
+
+    path: Path
+
+    def write(self, time: Timestamp) -> None:
+        """Advance the clock to ``time``."""
+        atomic_write_text(self.path, json.dumps({"time": time}))
+
+    def read(self) -> Timestamp | None:
+        """The current time, or ``None`` before the first batch."""
+        try:
+            return int(json.loads(self.path.read_text(encoding="utf-8"))["time"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class TickPlan:
+    """The times of the batches a run executes.
+
+    Simulated: ``start``, ``start + tick``, … Wall: the wall clock at each tick (sleeping
+    ``tick`` between batches). With ``until`` the run ends once its output is complete
+    up to ``until`` (the last batch runs at ``until - 1``); with ``batches`` after that many.
+    """
+
+    start: Timestamp
+    tick: int
+    simulated: bool = True
+    until: Timestamp | None = None
+    batches: int | None = None
+
+    def times(self) -> Iterator[Timestamp]:
+        """The batch times, in order; may be endless (no ``until`` and no ``batches``)."""
+        count = 0
+        previous: Timestamp | None = None
+        while self.batches is None or count < self.batches:
+            if self.simulated:
+                now = self.start + count * self.tick
+            else:
+                if previous is not None:
+                    wall.sleep(self.tick / 1000)
+                now = max(int(wall.time() * 1000), (previous or -1) + 1)
+            if self.until is not None and now >= self.until:
+                if previous is None or previous < self.until - 1:
+                    yield self.until - 1
+                return
+            yield now
+            previous = now
+            count += 1

@@ -1,0 +1,409 @@
+"""The replica engine: maintains a cluster's dataflows on one Spark session.
+
+:class:`Engine` implements :class:`~dataflow_operator.runtime.service.ReplicaService`
+(what the control API serves) and runs the replica's clock: each :meth:`Engine.step`
+advances every dataflow to one logical time, in dependency order, and
+:meth:`Engine.run` loops over a :class:`~dataflow_operator.runtime.clock.TickPlan` until
+it ends or the replica expires (the frontier guard: no batch at or past the expiration).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from dataflow_operator.api.catalog import Catalog
+from dataflow_operator.api.dataflow import DataflowKindField, DataflowSpec, Source
+from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_FAILED, EXIT_OK
+from dataflow_operator.api.protocol import (
+    DataflowReport,
+    DesiredDataflow,
+    DesiredDataflows,
+    InstallResult,
+    PeekResult,
+    ReplicaPhase,
+    ReplicaReport,
+)
+from dataflow_operator.core.durations import Duration
+from dataflow_operator.core.errors import DomainError, InvalidSpec, UnknownSource
+from dataflow_operator.core.expiration import replica_expiration
+from dataflow_operator.core.time import Frontier, Timestamp, format_timestamp
+from dataflow_operator.logs import get_logger
+from dataflow_operator.runtime.build import SourceInput, Unsupported, build_dataflow
+from dataflow_operator.runtime.clock import ClockFile, TickPlan
+from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.expiry import expiration_of, last_refresh_at_or_before
+from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
+from dataflow_operator.runtime.running import BatchOutput, DataflowSettings, RunningDataflow
+from dataflow_operator.runtime.service import NotAnIndex, UnknownDataflow
+
+__all__ = ["Engine", "EngineConfig", "dataflows_from", "expired_message", "write_status"]
+
+log = get_logger(__name__)
+
+KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def expired_message(now: Timestamp, expiration: Timestamp) -> str:
+    """The exact line the runtime prints when it stops at its expiration."""
+    return (
+        f"replica expired. now: {now} ({format_timestamp(now)}), "
+        f"expiration: {expiration} ({format_timestamp(expiration)})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """How the replica runs: where its state lives, when it started, when it expires."""
+
+    state_dir: Path
+    start_time: Timestamp
+    expiration_offset: Duration | None = None
+    state_partitions: int = 2
+    """Partitions of a new dataflow's state (a checkpoint keeps the number it began with)."""
+    spark_log_level: str = "ERROR"
+    """Spark's log level outside of quiet shutdowns."""
+
+    @property
+    def expiration(self) -> Timestamp | None:
+        """The replica's expiration (``None``: never)."""
+        return replica_expiration(self.start_time, self.expiration_offset)
+
+
+@dataclass
+class _Entry:
+    desired: DesiredDataflow
+    running: RunningDataflow | None
+    error: str | None = None
+
+
+class Engine:
+    """Maintains dataflows on Spark; see the module docstring."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: EngineConfig,
+        on_output: Callable[[BatchOutput], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.on_output = on_output
+        self.phase = ReplicaPhase.STARTING
+        self.now: Timestamp | None = None
+        self.expired_at: Timestamp | None = None
+        self._entries: dict[str, _Entry] = {}
+        self._order: list[str] = []
+        self._applied = False
+        self._lock = threading.RLock()
+        spark.conf.set("spark.sql.streaming.pollingDelay", "50ms")
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+
+    # --- ReplicaService -------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """True once a desired set has been applied."""
+        return self._applied
+
+    def apply(self, desired: DesiredDataflows) -> InstallResult:
+        """Converge to ``desired``: install new, reinstall changed, drop removed."""
+        with self._lock:
+            wanted = {d.name: d for d in desired.dataflows}
+            result = InstallResult()
+            for name in [n for n in self._entries if n not in wanted]:
+                self._drop(name)
+                result.dropped.append(name)
+            catalog = Catalog({name: d.spec for name, d in wanted.items()})
+            for name in self._dependency_order(catalog, wanted):
+                entry = self._entries.get(name)
+                if entry is not None and entry.desired == wanted[name] and entry.error is None:
+                    result.unchanged.append(name)
+                    continue
+                if entry is not None:
+                    self._drop(name)
+                error = self._install(catalog, wanted[name])
+                (result.reinstalled if entry is not None else result.installed).append(name)
+                if error is not None:
+                    result.failed[name] = error
+            self._order = [n for n in self._dependency_order(catalog, wanted) if n in wanted]
+            self._applied = True
+            if self.phase is ReplicaPhase.STARTING:
+                self.phase = ReplicaPhase.RUNNING
+            return result
+
+    def report(self) -> ReplicaReport:
+        """The replica and every dataflow's frontier, expiration, state and error."""
+        with self._lock:
+            reports = []
+            for name in self._order:
+                entry = self._entries[name]
+                if entry.running is not None:
+                    report = entry.running.report()
+                else:
+                    report = DataflowReport(
+                        name=name, generation=entry.desired.generation, last_error=entry.error
+                    )
+                reports.append(report)
+            return ReplicaReport(
+                start_time=self.config.start_time,
+                expiration=self.config.expiration,
+                phase=self.phase,
+                dataflows=reports,
+            )
+
+    def peek(self, name: str) -> PeekResult:
+        """An Index's current contents (the consolidation of its changelog)."""
+        entry = self._entries.get(name)
+        if entry is None:
+            raise UnknownDataflow(name)
+        if entry.desired.spec.kind is not DataflowKindField.INDEX or entry.running is None:
+            raise NotAnIndex(name)
+        running = entry.running
+        upper = running.store.read_upper()
+        at = (upper.upper - 1) if upper else self.config.start_time
+        columns, rows = running.store.consolidated(at)
+        if not columns and running.built is not None:
+            columns = list(running.built.columns)
+        return PeekResult(name=name, time=at, columns=columns, rows=rows)
+
+    # --- the clock ------------------------------------------------------------------
+
+    def step(self, time: Timestamp) -> None:
+        """Advance every dataflow to ``time`` (upstream first) and wait for their output."""
+        with self._lock:
+            self.now = time
+            for name in self._order:
+                running = self._entries[name].running
+                if running is None or running.failed:
+                    continue
+                clock_time = self._clock_time(name, time)
+                if clock_time is not None:
+                    running.begin(clock_time)
+                    ClockFile(running.settings.layout.clock).write(clock_time)
+                running.catch_up()
+
+    def run(
+        self,
+        plan: TickPlan,
+        stop: threading.Event | None = None,
+        after_batch: Callable[[Engine], None] | None = None,
+    ) -> int:
+        """Run batches at the plan's times; returns an exit code.
+
+        Stops with :data:`~dataflow_operator.api.injection.EXIT_EXPIRED` (and the
+        expiration message in the log) before the first batch at or past the replica's
+        expiration: the write frontier never passes it.
+        """
+        expiration = self.config.expiration
+        for time in plan.times():
+            if stop is not None and stop.is_set():
+                break
+            if expiration is not None and time >= expiration:
+                self.expire(time)
+                if after_batch is not None:
+                    after_batch(self)
+                return EXIT_EXPIRED
+            self.step(time)
+            if after_batch is not None:
+                after_batch(self)
+        return EXIT_FAILED if self.failures() else EXIT_OK
+
+    def expire(self, now: Timestamp) -> str:
+        """Stop emitting: mark the replica and its dataflows expired; the message."""
+        expiration = self.config.expiration
+        assert expiration is not None
+        with self._lock:
+            self.phase = ReplicaPhase.EXPIRED
+            self.expired_at = now
+            for entry in self._entries.values():
+                if entry.running is not None:
+                    entry.running.status.expired = True
+        message = expired_message(now, expiration)
+        log.warning(message)
+        return message
+
+    def failures(self) -> dict[str, str]:
+        """Dataflows that failed to install or whose query failed, with their error."""
+        failed = {}
+        for name, entry in self._entries.items():
+            error = entry.error or (entry.running.status.last_error if entry.running else None)
+            if error is not None:
+                failed[name] = error
+        return failed
+
+    def running(self, name: str) -> RunningDataflow | None:
+        """The running dataflow ``name`` (for status and metrics)."""
+        entry = self._entries.get(name)
+        return entry.running if entry else None
+
+    def close(self) -> None:
+        """Stop every query."""
+        with self._lock:
+            self.phase = self.phase if self.phase is ReplicaPhase.EXPIRED else ReplicaPhase.STOPPING
+            for name in reversed(self._order):
+                entry = self._entries.get(name)
+                if entry is not None and entry.running is not None:
+                    entry.running.stop()
+
+    # --- installing -----------------------------------------------------------------
+
+    def _dependency_order(self, catalog: Catalog, wanted: dict[str, DesiredDataflow]) -> list[str]:
+        order: list[str] = []
+        for name in sorted(wanted):
+            try:
+                chain = [*catalog.upstream(name), name]
+            except DomainError:
+                chain = [name]
+            order.extend(n for n in chain if n not in order)
+        return order
+
+    def _drop(self, name: str) -> None:
+        entry = self._entries.pop(name, None)
+        if entry is not None and entry.running is not None:
+            entry.running.stop()
+        log.info("dataflow dropped", dataflow=name)
+
+    def _install(self, catalog: Catalog, desired: DesiredDataflow) -> str | None:
+        name, spec = desired.name, desired.spec
+        entry = _Entry(desired=desired, running=None)
+        self._entries[name] = entry
+        try:
+            running = self._start(catalog, desired)
+        except (DomainError, OSError) as error:
+            entry.error = one_line(error)
+        except Exception as error:
+            entry.error = one_line(error)
+        else:
+            entry.running = running
+            log.info("dataflow installed", dataflow=name, kind=spec.kind.value)
+            return None
+        log.error("dataflow not installed", dataflow=name, error=entry.error)
+        return entry.error
+
+    def _layout(self, name: str, spec: DataflowSpec) -> DataflowLayout:
+        sink = Path(spec.sink.path) if spec.sink is not None else None
+        return DataflowLayout.of(self.config.state_dir, name, sink)
+
+    def _start(self, catalog: Catalog, desired: DesiredDataflow) -> RunningDataflow:
+        name, spec = desired.name, desired.spec
+        for problem in catalog.problems(name):
+            raise problem.error
+        layout = self._layout(name, spec)
+        self._reset_if_changed(layout, spec)
+        expiration, until = expiration_of(
+            catalog, name, self.config.expiration, Frontier.at(self.config.start_time)
+        )
+        previous = last_offsets(layout.checkpoint)
+        previous_until = None
+        if previous is not None and previous[1]:
+            recorded = int(previous[1][0].get("until", -1))
+            previous_until = None if recorded < 0 else recorded
+        inputs = [self._source_input(name, layout, source, until) for source in spec.sources]
+        built = build_dataflow(self.spark, spec.sql, inputs, until.lower, previous_until)
+        settings = DataflowSettings(
+            name=name,
+            kind=spec.kind.value,
+            generation=desired.generation,
+            expiration=expiration,
+            until=until,
+            layout=layout,
+        )
+        running = RunningDataflow(
+            self.spark,
+            settings,
+            self.on_output if spec.kind is DataflowKindField.SUBSCRIBE else None,
+            state_partitions=self.config.state_partitions,
+            log_level=self.config.spark_log_level,
+        )
+        running.start(built)
+        return running
+
+    def _reset_if_changed(self, layout: DataflowLayout, spec: DataflowSpec) -> None:
+        """A changed spec starts over: its old checkpoint and changelog are for another query."""
+        fingerprint = spec.model_dump_json(by_alias=True)
+        if layout.spec_file.exists():
+            if layout.spec_file.read_text(encoding="utf-8") == fingerprint:
+                return
+            shutil.rmtree(layout.root, ignore_errors=True)
+            if layout.sink is not None:
+                shutil.rmtree(layout.sink, ignore_errors=True)
+        layout.root.mkdir(parents=True, exist_ok=True)
+        layout.spec_file.write_text(fingerprint, encoding="utf-8")
+
+    def _source_input(
+        self, dataflow: str, layout: DataflowLayout, source: Source, until: Frontier
+    ) -> SourceInput:
+        options: dict[str, str] = {
+            "log_dir": str(layout.source_logs(source.name)),
+            "until": str(-1 if until.lower is None else until.lower),
+        }
+        where = f'source "{source.name}"'
+        if source.dataflow is not None:
+            upstream = self._entries.get(source.dataflow.name)
+            if upstream is None or upstream.running is None or upstream.running.built is None:
+                reason = upstream.error if upstream is not None else "it is not installed"
+                raise UnknownSource(
+                    f'{where} reads dataflow "{source.dataflow.name}", which is not running: '
+                    f"{reason}"
+                )
+            built = upstream.running.built
+            options |= {"kind": "dataflow", "path": str(upstream.running.store.path)}
+            return SourceInput(source.name, built.data_ddl, options)
+        if source.kafka is not None:
+            self._require_kafka(where)
+            raise Unsupported(f"{where}: kafka sources are not wired in this runtime yet")
+        settings = source.table or source.files or source.changelog
+        assert settings is not None
+        path = Path(settings.path)
+        if not path.is_dir():
+            raise InvalidSpec(f"{where}: directory {path} does not exist")
+        options |= {"path": str(path.resolve())}
+        if source.table is not None:
+            options |= {"kind": "table", "format": "json", "clock": str(layout.clock)}
+        elif source.files is not None:
+            options |= {"kind": "files", "format": source.files.format.value}
+            options |= {"clock": str(layout.clock)}
+        elif source.changelog is not None:
+            options |= {
+                "kind": "changelog",
+                "format": source.changelog.format.value,
+                "time_column": source.changelog.time_column,
+                "diff_column": source.changelog.diff_column,
+            }
+        return SourceInput(source.name, settings.schema_, options)
+
+    def _require_kafka(self, where: str) -> None:
+        try:
+            self.spark.sparkContext._jvm.java.lang.Class.forName(KAFKA_PROVIDER)
+        except Exception:
+            raise Unsupported(
+                f"{where}: the Kafka connector (org.apache.spark:spark-sql-kafka-0-10) is not "
+                "on the classpath; add it with spark.jars.packages or use the container image"
+            ) from None
+
+    def _clock_time(self, name: str, time: Timestamp) -> Timestamp | None:
+        """The time the dataflow's sources may advance to: ``time``, or its last refresh."""
+        spec = self._entries[name].desired.spec
+        if spec.refresh is None:
+            return time
+        return last_refresh_at_or_before(spec.refresh.schedule(), time)
+
+
+def dataflows_from(specs: Iterable[tuple[str, DataflowSpec]]) -> DesiredDataflows:
+    """A desired set from ``(name, spec)`` pairs (for the local run and tests)."""
+    return DesiredDataflows(
+        dataflows=[DesiredDataflow(name=name, spec=spec) for name, spec in specs]
+    )
+
+
+def write_status(engine: Engine, path: Path) -> None:
+    """The replica's report as JSON, replaced atomically."""
+    from dataflow_operator.runtime.clock import atomic_write_text
+
+    atomic_write_text(path, json.dumps(engine.report().to_wire(), indent=2) + "\n")

@@ -1,0 +1,230 @@
+"""``dataflow-operator run FILE...``: one replica in Spark local mode, on a laptop.
+
+Runs the Dataflows of the manifests (those of the first Replica's cluster, if one is
+given) with a simulated or wall clock, prints the changelog of Subscribe dataflows as
+``TIME<TAB>DIFF<TAB>col1<TAB>col2…`` on stdout, progress on stderr, and the replica's
+status as JSON to ``--status-file`` after every batch. Exits with
+:data:`~dataflow_operator.api.injection.EXIT_EXPIRED` when the replica expires.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time as wall
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from dataflow_operator.api.dataflow import Dataflow
+from dataflow_operator.api.injection import EXIT_USAGE
+from dataflow_operator.api.manifests import load_paths
+from dataflow_operator.api.replica import Replica
+from dataflow_operator.core.durations import Duration, parse_duration
+from dataflow_operator.core.errors import DomainError
+from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
+from dataflow_operator.logs import configure_logging, get_logger
+from dataflow_operator.runtime.clock import TickPlan
+from dataflow_operator.runtime.running import BatchOutput
+from dataflow_operator.runtime.values import format_value
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from dataflow_operator.runtime.engine import Engine
+
+__all__ = ["configure", "execute", "format_update", "run"]
+
+log = get_logger(__name__)
+DEFAULT_STATE_DIR = Path(".dataflow-state")
+QUIET_LOG_LEVEL = "OFF"
+"""Spark's own log level in ``run``: errors are reported as one line per dataflow."""
+
+
+def _timestamp(text: str) -> Timestamp:
+    try:
+        return parse_timestamp(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _duration(text: str) -> Duration:
+    try:
+        return parse_duration(text)
+    except DomainError as error:
+        raise argparse.ArgumentTypeError(error.message) from None
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``run``."""
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="manifests")
+    parser.add_argument(
+        "--start-time", type=_timestamp, help="replica start (RFC 3339 or epoch ms; default now)"
+    )
+    parser.add_argument(
+        "--expiration-offset",
+        type=_duration,
+        help="expiration offset (default: the Replica manifest's; 0 disables)",
+    )
+    parser.add_argument("--clock", choices=["wall", "simulated"], default="wall")
+    parser.add_argument("--tick", type=_duration, help="time between batches (default 1s)")
+    stop = parser.add_mutually_exclusive_group()
+    stop.add_argument("--until", type=_timestamp, help="stop once the output is complete to T")
+    stop.add_argument("--batches", type=int, help="stop after N batches")
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    parser.add_argument("--status-file", type=Path, help="write the replica status JSON here")
+
+
+def format_update(time: int, diff: int, values: tuple[object, ...]) -> str:
+    """One changelog line: ``TIME<TAB>DIFF<TAB>col1<TAB>col2…``."""
+    return "\t".join([str(time), str(diff), *(format_value(v) for v in values)])
+
+
+class _Printer:
+    """Writes Subscribe output to a stream as changelog lines."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __call__(self, output: BatchOutput) -> None:
+        for time, diff, values in output.updates:
+            self.out.write(format_update(time, diff, values) + "\n")
+        self.out.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the replica in a Spark session of its own; see the module docstring."""
+    configure_logging()
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from dataflow_operator.runtime.session import spark_session
+
+    spark = None
+
+    def session() -> SparkSession:
+        nonlocal spark
+        spark = spark_session(
+            app_name="dataflow-run", conf={"spark.ui.showConsoleProgress": "false"}
+        )
+        spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
+        return spark
+
+    try:
+        return execute(args, session, sys.stdout, sys.stderr, spark_log_level=QUIET_LOG_LEVEL)
+    finally:
+        if spark is not None:
+            spark.stop()
+
+
+def execute(
+    args: argparse.Namespace,
+    session: Callable[[], SparkSession],
+    out: TextIO,
+    err: TextIO,
+    *,
+    spark_log_level: str = "ERROR",
+) -> int:
+    """The ``run`` command over a Spark session from ``session`` (which it does not stop)."""
+    manifests, problems = load_paths(args.files)
+    for problem in problems:
+        print(str(problem), file=err)
+    replicas = [m.resource for m in manifests if isinstance(m.resource, Replica)]
+    replica = replicas[0] if replicas else None
+    dataflows = [
+        m.resource
+        for m in manifests
+        if isinstance(m.resource, Dataflow)
+        and (replica is None or m.resource.spec.cluster == replica.spec.cluster)
+    ]
+    if not dataflows:
+        print("run: no Dataflow to run in the given files", file=err)
+        return EXIT_USAGE
+    offset = args.expiration_offset
+    if offset is None and replica is not None:
+        offset = replica.spec.expiration_offset
+    start = args.start_time if args.start_time is not None else int(wall.time() * 1000)
+    tick = args.tick or Duration(1000)
+    if tick.is_zero:
+        print("run: --tick must be positive", file=err)
+        return EXIT_USAGE
+
+    from dataflow_operator.runtime.engine import (
+        Engine,
+        EngineConfig,
+        dataflows_from,
+        expired_message,
+        write_status,
+    )
+
+    config = EngineConfig(
+        state_dir=args.state_dir,
+        start_time=start,
+        expiration_offset=offset,
+        spark_log_level=spark_log_level,
+    )
+    engine = Engine(session(), config, on_output=_Printer(out))
+    expiration = config.expiration
+    log.info(
+        "replica starting",
+        start=format_timestamp(start),
+        expiration=format_timestamp(expiration) if expiration is not None else None,
+        dataflows=len(dataflows),
+    )
+    result = engine.apply(dataflows_from((d.metadata.name, d.spec) for d in dataflows))
+    for name, error in result.failed.items():
+        print(f"dataflow {name}: {error}", file=err)
+    progress = _Progress(err, set(result.failed), args.status_file)
+    plan = TickPlan(
+        start=start,
+        tick=tick.millis,
+        simulated=args.clock == "simulated",
+        until=args.until,
+        batches=args.batches,
+    )
+    try:
+        code = engine.run(plan, after_batch=progress)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        engine.close()
+        if args.status_file is not None:
+            write_status(engine, args.status_file)
+    if engine.expired_at is not None and expiration is not None:
+        print(expired_message(engine.expired_at, expiration), file=err)
+    return code
+
+
+class _Progress:
+    """After each batch: report new errors, log the frontiers, write the status file."""
+
+    def __init__(self, err: TextIO, reported: set[str], status_file: Path | None) -> None:
+        self.err = err
+        self.reported = reported
+        self.status_file = status_file
+        self.batches = 0
+
+    def __call__(self, engine: Engine) -> None:
+        from dataflow_operator.runtime.engine import write_status
+
+        self.batches += 1
+        report = engine.report()
+        for dataflow in report.dataflows:
+            if dataflow.last_error and dataflow.name not in self.reported:
+                self.reported.add(dataflow.name)
+                print(f"dataflow {dataflow.name}: {dataflow.last_error}", file=self.err)
+        if engine.now is not None and engine.expired_at is None:
+            log.info(
+                "batch",
+                number=self.batches,
+                time=format_timestamp(engine.now),
+                frontiers={
+                    d.name: format_timestamp(d.frontier[0]) if d.frontier else "closed"
+                    for d in report.dataflows
+                    if not d.last_error
+                },
+                hydrated=[d.name for d in report.dataflows if d.hydrated],
+            )
+        if self.status_file is not None:
+            write_status(engine, self.status_file)

@@ -1,0 +1,253 @@
+"""One installed dataflow: its streaming query, its cancellation scope, its status.
+
+Every dataflow's Spark work runs under its own job group and job tag (set in the thread
+that starts the query; Spark's streaming thread inherits them), so dropping it stops its
+query and cancels whatever jobs it still runs (design 2's seam).
+"""
+
+from __future__ import annotations
+
+import threading
+import time as wall
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from dataflow_operator.api.protocol import DataflowReport
+from dataflow_operator.core.hydration import is_hydrated
+from dataflow_operator.core.time import Frontier, Timestamp
+from dataflow_operator.logs import get_logger
+from dataflow_operator.runtime.build import BuiltDataflow
+from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
+from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.layout import DataflowLayout, offsets_of
+
+__all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
+
+log = get_logger(__name__)
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+QUERY_CONF = (SHUFFLE_PARTITIONS, CHANGELOG_CHECKPOINTING)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutput:
+    """What one batch of a dataflow emitted, in time order."""
+
+    dataflow: str
+    batch: int
+    upper: int
+    columns: tuple[str, ...]
+    updates: list[tuple[int, int, tuple[Any, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowSettings:
+    """What the engine decided for a dataflow when it installed it."""
+
+    name: str
+    kind: str
+    generation: int | None
+    expiration: Timestamp | None
+    until: Frontier
+    layout: DataflowLayout
+
+
+@dataclass
+class _Status:
+    frontier: Frontier = field(default_factory=Frontier.minimum)
+    as_of: Timestamp | None = None
+    hydration_ms: int | None = None
+    state_rows: int = 0
+    state_bytes: int = 0
+    batches: int = 0
+    last_error: str | None = None
+    expired: bool = False
+
+
+class RunningDataflow:
+    """A dataflow's streaming query, started by :meth:`start`, advanced by :meth:`catch_up`."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: DataflowSettings,
+        on_output: Callable[[BatchOutput], None] | None = None,
+        *,
+        state_partitions: int = 2,
+        log_level: str = "ERROR",
+    ) -> None:
+        self.spark = spark
+        self.state_partitions = state_partitions
+        self.log_level = log_level
+        self.settings = settings
+        self.store = ChangelogStore(settings.layout.changelog)
+        self.on_output = on_output
+        self.tag = f"dataflow-{settings.name}"
+        self.query: Any = None
+        self.built: BuiltDataflow | None = None
+        self.status = _Status()
+        self._installed_at = wall.monotonic()
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The dataflow's name."""
+        return self.settings.name
+
+    @property
+    def failed(self) -> bool:
+        """True once its query failed (its error is in the report)."""
+        return self.status.last_error is not None
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self, built: BuiltDataflow) -> None:
+        """Start the streaming query under the dataflow's cancellation scope."""
+        self.built = built
+        recorded = self.store.read_upper()
+        if recorded is not None:
+            self.status.frontier = Frontier.at(recorded.upper)
+        context = self.spark.sparkContext
+        context.setJobGroup(self.tag, f"dataflow {self.name}", interruptOnCancel=True)
+        context.addJobTag(self.tag)
+        # The query clones the session's conf when it starts: its state partitions (fixed
+        # by the checkpoint once created) and RocksDB's changelog checkpointing (commits
+        # write a small changelog instead of syncing snapshot files every batch).
+        saved = {key: self.spark.conf.get(key, None) for key in QUERY_CONF}
+        try:
+            self.spark.conf.set(SHUFFLE_PARTITIONS, str(self.state_partitions))
+            self.spark.conf.set(CHANGELOG_CHECKPOINTING, "true")
+            writer = (
+                built.frame.writeStream.queryName(self.tag)
+                .foreachBatch(self._sink)
+                .option("checkpointLocation", str(self.settings.layout.checkpoint))
+            )
+            self.query = writer.start()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
+            context.removeJobTag(self.tag)
+            context.setLocalProperty("spark.jobGroup.id", None)
+            context.setLocalProperty("spark.job.description", None)
+            context.setLocalProperty("spark.job.interruptOnCancel", None)
+
+    def begin(self, time: Timestamp) -> None:
+        """Note the first time this run processes (the snapshot time, ``as_of``)."""
+        if self.status.as_of is None:
+            self.status.as_of = time
+
+    def catch_up(self) -> None:
+        """Block until the query has processed everything its sources offer now."""
+        if self.query is None or self.failed:
+            return
+        try:
+            self.query.processAllAvailable()
+        except Exception as error:
+            self.fail(one_line(error))
+        self._read_progress()
+
+    def fail(self, message: str) -> None:
+        """Record the dataflow's error; it stops, the others keep running."""
+        self.status.last_error = message
+        log.error("dataflow failed", dataflow=self.name, error=message)
+
+    def stop(self) -> None:
+        """Stop the query and cancel its jobs, quietly."""
+        if self.query is None:
+            return
+        context = self.spark.sparkContext
+        context.setLogLevel("OFF")  # stopping mid-commit logs CANNOT_WRITE_STATE_STORE
+        try:
+            self.query.stop()
+            context.cancelJobsWithTag(self.tag)
+        except Exception as error:
+            log.debug("stop", dataflow=self.name, error=one_line(error))
+        finally:
+            context.setLogLevel(self.log_level)
+            self.query = None
+
+    # --- the sink -------------------------------------------------------------------
+
+    def _upper(self, batch: int) -> int:
+        metadata, sources = offsets_of(self.settings.layout.checkpoint, batch)
+        uppers = [int(s["upper"]) for s in sources if "upper" in s]
+        upper = min(uppers) if uppers else 0
+        if self.built is not None and self.built.stateful:
+            watermark = int(str(metadata.get("batchWatermarkMs", 0)))
+            upper = min(upper, watermark + 1)
+        return upper
+
+    def _sink(self, frame: DataFrame, batch: int) -> None:
+        """Called by Spark for every batch: persist the updates and the new upper."""
+        table = frame.toArrow()
+        upper = self._upper(batch)
+        until = self.settings.until.lower
+        if until is not None and table.num_rows:
+            import pyarrow.compute as pc
+
+            table = table.filter(pc.less(table[TIME], until))  # never emit at/past until
+        previous = self.store.read_upper()
+        self.store.write(batch, table, upper)
+        with self._lock:
+            self.status.frontier = Frontier.at(max(upper, self.status.frontier.lower or 0))
+            self.status.batches += 1
+            if self.status.hydration_ms is None and self._hydrated():
+                self.status.hydration_ms = int((wall.monotonic() - self._installed_at) * 1000)
+        if previous is not None and batch <= previous.batch:
+            return  # a batch replayed after a crash: its output was emitted already
+        if self.on_output is not None and self.built is not None:
+            columns = self.built.columns
+            rows = table.to_pylist()
+            updates = sorted(
+                ((int(r[TIME]), int(r[DIFF]), tuple(r[c] for c in columns)) for r in rows),
+                key=lambda u: (u[0], -u[1]),
+            )
+            self.on_output(BatchOutput(self.name, batch, upper, columns, updates))
+
+    # --- status ---------------------------------------------------------------------
+
+    def _hydrated(self) -> bool:
+        as_of = self.status.as_of
+        return is_hydrated(
+            self.status.frontier, Frontier.empty() if as_of is None else Frontier.at(as_of)
+        )
+
+    def _read_progress(self) -> None:
+        progress = self.query.lastProgress if self.query is not None else None
+        if not progress:
+            return
+        rows = bytes_ = 0
+        for operator in progress.get("stateOperators", []):
+            rows += int(operator.get("numRowsTotal", 0))
+            bytes_ += int(operator.get("memoryUsedBytes", 0))
+        self.status.state_rows, self.status.state_bytes = rows, bytes_
+
+    def state_metrics(self) -> list[dict[str, Any]]:
+        """The state operators of the last progress, as Spark reports them."""
+        progress = self.query.lastProgress if self.query is not None else None
+        return list(progress.get("stateOperators", [])) if progress else []
+
+    def report(self) -> DataflowReport:
+        """The dataflow's report for the control API and the status file."""
+        status = self.status
+        return DataflowReport(
+            name=self.name,
+            generation=self.settings.generation,
+            frontier=status.frontier.elements(),
+            as_of=[] if status.as_of is None else [status.as_of],
+            expiration=self.settings.expiration,
+            until=self.settings.until.elements(),
+            hydrated=self._hydrated() and status.batches > 0,
+            hydration_time_ms=status.hydration_ms,
+            state_rows=status.state_rows,
+            state_bytes=status.state_bytes,
+            expired=status.expired,
+            last_error=status.last_error,
+        )

@@ -1,0 +1,304 @@
+"""Every source of a dataflow as a Spark streaming source: a Python data source.
+
+Each source (``table``, ``files``, ``changelog`` or another dataflow's output) is read by
+:class:`ChangelogSource`, a ``pyspark.sql.datasource`` streaming source whose offsets
+carry the source's **upper** (every update at a time below it has been read), its
+position (files or upstream batches consumed) and the ``until`` the dataflow ran with.
+Spark records them in the query's offset log, so the logical time of each batch lives
+in the checkpoint, and a restarted query resumes exactly where the last one committed.
+
+Rows come out as a changelog: the data columns, ``__time`` and ``__diff``, plus a
+heartbeat row per batch (``__hb``) and the batch's time as a TIMESTAMP (``__bt``), which
+the engine's event-time watermark follows: the watermark is the inputs' frontier.
+
+When a restart raises ``until`` (a later expiration), the first batch also *replays*
+the input consumed before, with its original times, so that the updates the previous run
+dropped at its expiration are regenerated (see :mod:`.temporal_filter`).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
+from dataflow_operator.runtime.clock import ClockFile
+from dataflow_operator.runtime.values import BadValue, convert, convert_row, parse_json_lines
+
+__all__ = [
+    "BATCH_TIME",
+    "HEARTBEAT",
+    "RUNTIME_COLUMNS",
+    "SOURCE_FORMAT",
+    "ChangelogSource",
+    "SourceOptions",
+    "list_data_files",
+]
+
+SOURCE_FORMAT = "dataflow_changelog"
+HEARTBEAT = "__hb"
+BATCH_TIME = "__bt"
+RUNTIME_COLUMNS = f"{TIME} BIGINT, {DIFF} BIGINT, {HEARTBEAT} BOOLEAN, {BATCH_TIME} TIMESTAMP"
+NO_UNTIL = -1
+DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
+
+
+def list_data_files(path: Path) -> list[str]:
+    """Names of the data files of a directory (hidden and ``_`` files are in progress)."""
+    if not path.is_dir():
+        return []
+    return sorted(
+        entry.name
+        for entry in path.iterdir()
+        if entry.is_file() and not entry.name.startswith((".", "_"))
+    )
+
+
+class SourceOptions:
+    """The reader's settings, from the string options the engine passes."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.kind = options["kind"]
+        self.path = Path(options["path"])
+        self.format = options.get("format", "json")
+        self.log_dir = Path(options["log_dir"])
+        self.clock = ClockFile(Path(options["clock"])) if options.get("clock") else None
+        self.until = int(options.get("until", str(NO_UNTIL)))
+        self.time_column = options.get("time_column", "time")
+        self.diff_column = options.get("diff_column", "diff")
+
+
+class _Chunk(InputPartition):  # type: ignore[misc]
+    """Files (or upstream parts) to read, at one time (or with their own times)."""
+
+    def __init__(self, files: list[str], time: int | None, floor: int, batch_time: int) -> None:
+        self.files = files
+        self.time = time  # None: rows carry their own times (changelog, dataflow)
+        self.floor = floor  # own times below this are advanced to it (late updates)
+        self.batch_time = batch_time
+
+
+class ChangelogReader(DataSourceStreamReader):  # type: ignore[misc]
+    """Reads one source; see the module docstring for the offsets."""
+
+    def __init__(self, options: dict[str, str], schema: Any) -> None:
+        self.options = SourceOptions(options)
+        runtime = {TIME, DIFF, HEARTBEAT, BATCH_TIME}
+        self.fields = [(f.name, f.dataType) for f in schema.fields if f.name not in runtime]
+
+    # --- offsets --------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
+        """Nothing read yet."""
+        seq = -1 if self.options.kind == "dataflow" else 0
+        return {"upper": 0, "seq": seq, "until": self.options.until}
+
+    def latestOffset(  # noqa: N802 - Spark's name
+        self, start: dict[str, int] | None = None, limit: Any = None
+    ) -> dict[str, int]:
+        """How far the source can be read now."""
+        start = start or self.initialOffset()
+        kind = self.options.kind
+        if kind == "dataflow":
+            upper = ChangelogStore(self.options.path).read_upper()
+            if upper is None or upper.upper <= start["upper"]:
+                return start
+            return {"upper": upper.upper, "seq": upper.batch, "until": self.options.until}
+        if kind == "changelog":
+            files = self._sync_files()
+            new = files[start["seq"] :]
+            if not new:
+                return start
+            newest = max((t for t in self._own_times(new)), default=start["upper"] - 1)
+            upper = max(start["upper"], newest + 1)
+            return {"upper": upper, "seq": len(files), "until": self.options.until}
+        now = self.options.clock.read() if self.options.clock else None
+        if now is None or now + 1 <= start["upper"]:
+            return start
+        return {"upper": now + 1, "seq": len(self._sync_files()), "until": self.options.until}
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Spark has processed everything up to ``end``: record how far (design 3 seam)."""
+        self.options.log_dir.mkdir(parents=True, exist_ok=True)
+        (self.options.log_dir / "committed.json").write_text(json.dumps(end), encoding="utf-8")
+
+    # --- planning -------------------------------------------------------------------
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        """The new input between the offsets, the replay if ``until`` grew, a heartbeat."""
+        if start == end:
+            return []
+        batch_time = end["upper"] - 1
+        kind = self.options.kind
+        chunks: list[_Chunk] = []
+        replay = start["until"] != NO_UNTIL and (
+            end["until"] == NO_UNTIL or end["until"] > start["until"]
+        )
+        if kind == "dataflow":
+            store = ChangelogStore(self.options.path)
+            if replay:
+                old = [str(p) for _, p in store.parts(-1, start["seq"])]
+                chunks += [_Chunk([f], None, 0, batch_time) for f in old]
+            new = [str(p) for _, p in store.parts(start["seq"], end["seq"])]
+            chunks += [_Chunk([f], None, start["upper"], batch_time) for f in new]
+        else:
+            files = self._read_files_log()
+            own = kind == "changelog"
+            if replay:
+                times = self._ingest_times()
+                for index, name in enumerate(files[: start["seq"]]):
+                    time = None if own else times.get(index)
+                    if own or time is not None:
+                        chunks.append(_Chunk([self._full(name)], time, 0, batch_time))
+            if not own:
+                self._log_ingest(start["seq"], end["seq"], batch_time)
+            for name in files[start["seq"] : end["seq"]]:
+                chunks.append(
+                    _Chunk(
+                        [self._full(name)], None if own else batch_time, start["upper"], batch_time
+                    )
+                )
+        chunks.append(_Chunk([], None, 0, batch_time))  # the heartbeat
+        return chunks
+
+    # --- reading --------------------------------------------------------------------
+
+    def read(self, partition: _Chunk) -> Iterator[tuple[Any, ...]]:
+        """The rows of one chunk (or its heartbeat)."""
+        batch_ts = dt.datetime.fromtimestamp(partition.batch_time / 1000, tz=dt.UTC)
+        if not partition.files:
+            yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
+            return
+        for file in partition.files:
+            for values, time, diff in self._updates(file, partition.time):
+                yield (*values, max(time, partition.floor), diff, False, batch_ts)
+
+    def _updates(self, file: str, time: int | None) -> Iterator[tuple[tuple[Any, ...], int, int]]:
+        kind = self.options.kind
+        if kind == "dataflow":
+            import pyarrow.parquet as pq
+
+            for record in pq.read_table(file).to_pylist():
+                yield (
+                    convert_row(record, self.fields),
+                    int(record[TIME]),
+                    int(record[DIFF]),
+                )
+            return
+        for number, record in enumerate(_records(Path(file), self.options.format), start=1):
+            where = f"{Path(file).name}: row {number}"
+            try:
+                values = convert_row(record, self.fields)
+            except BadValue as error:
+                raise BadValue(f"{where}: {error}") from None
+            if kind == "changelog":
+                yield values, *self._time_and_diff(record, where)
+            else:
+                yield values, time if time is not None else 0, 1
+
+    def _time_and_diff(self, record: dict[str, Any], where: str) -> tuple[int, int]:
+        time_column, diff_column = self.options.time_column, self.options.diff_column
+        try:
+            time = convert(record.get(time_column), "long")
+        except BadValue:
+            raise BadValue(
+                f"{where}: time column {time_column!r} is not an integer: "
+                f"{record.get(time_column)!r}"
+            ) from None
+        raw = record.get(diff_column)
+        if isinstance(raw, str) and raw.strip().lstrip("+-").isdigit():
+            raw = int(raw)
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            raise BadValue(f"{where}: diff column {diff_column!r} is not an integer: {raw!r}")
+        if time is None:
+            raise BadValue(f"{where}: time column {time_column!r} is missing")
+        return int(time), raw
+
+    def _own_times(self, names: list[str]) -> Iterator[int]:
+        for name in names:
+            for number, record in enumerate(
+                _records(Path(self._full(name)), self.options.format), start=1
+            ):
+                yield self._time_and_diff(record, f"{name}: row {number}")[0]
+
+    # --- the source's own logs (runtime-owned, beside the checkpoint) --------------
+
+    def _full(self, name: str) -> str:
+        return str(self.options.path / name)
+
+    def _read_files_log(self) -> list[str]:
+        log = self.options.log_dir / "files.log"
+        if not log.exists():
+            return []
+        return [line for line in log.read_text(encoding="utf-8").splitlines() if line]
+
+    def _sync_files(self) -> list[str]:
+        """The files in the order they are consumed: the log, then any new ones."""
+        logged = self._read_files_log()
+        known = set(logged)
+        new = [name for name in list_data_files(self.options.path) if name not in known]
+        if new:
+            self.options.log_dir.mkdir(parents=True, exist_ok=True)
+            with (self.options.log_dir / "files.log").open("a", encoding="utf-8") as log:
+                log.write("".join(f"{name}\n" for name in new))
+        return logged + new
+
+    def _log_ingest(self, first: int, end: int, time: int) -> None:
+        if end <= first:
+            return
+        path = self.options.log_dir / "ingest.log"
+        if any(entry[1] == end for entry in self._ingest_entries()):
+            return
+        with path.open("a", encoding="utf-8") as log:
+            log.write(json.dumps([first, end, time]) + "\n")
+
+    def _ingest_entries(self) -> list[list[int]]:
+        path = self.options.log_dir / "ingest.log"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+    def _ingest_times(self) -> dict[int, int]:
+        """File index → the time at which it was ingested."""
+        times: dict[int, int] = {}
+        for first, end, time in self._ingest_entries():
+            for index in range(first, end):
+                times.setdefault(index, time)
+        return times
+
+
+def _records(path: Path, file_format: str) -> Iterator[dict[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".parquet" or (file_format == "parquet" and suffix not in (".json", ".csv")):
+        import pyarrow.parquet as pq
+
+        yield from pq.read_table(path).to_pylist()
+    elif suffix == ".csv" or file_format == "csv":
+        text = path.read_text(encoding="utf-8")
+        yield from csv.DictReader(io.StringIO(text))
+    else:
+        yield from parse_json_lines(path.read_text(encoding="utf-8"), path.name)
+
+
+class ChangelogSource(DataSource):  # type: ignore[misc]
+    """The Python data source behind every dataflow input (format ``dataflow_changelog``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name used in ``readStream.format``."""
+        return SOURCE_FORMAT
+
+    def schema(self) -> str:
+        """The DDL the engine passed: data columns, then the runtime's columns."""
+        return str(self.options["schema"])
+
+    def streamReader(self, schema: Any) -> ChangelogReader:  # noqa: N802 - Spark's name
+        """A reader for one query's use of this source."""
+        return ChangelogReader(dict(self.options), schema)

@@ -1,0 +1,127 @@
+"""The temporal filter as a Spark stateful operator (``transformWithStateInPandas``).
+
+Input: a changelog (data columns, ``__time``, ``__diff``) with each row's validity
+interval ``[__lower, __upper)`` in epoch ms (NULL: unbounded) and a ``__bucket`` to
+group by. A row at time ``t`` with diff ``d`` yields ``(row, max(t, lower), +d)`` and,
+when ``upper`` is finite, ``(row, max(t, upper), -d)``; nothing when the interval is
+empty.
+
+Updates due now are emitted at once; future ones wait in Spark's state store (a
+``MapState`` per bucket keyed by the update's time, holding the rows due then) with an
+event-time timer at that time. The watermark is the inputs' frontier (see
+:mod:`.source_reader`), so a timer fires exactly when the frontier reaches its time.
+
+Expiration: an update at a time ``>= until`` is dropped **before** it enters state. A
+later run with a larger ``until`` gets the consumed input replayed in its first batch:
+rows at times at or below the watermark, which new input never has (a source's new rows
+are at or past its upper, and the watermark is below every upper). For those only the
+updates in ``[previous until, until)`` — exactly the ones dropped before — are produced,
+so nothing is lost or doubled.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+__all__ = ["BUCKET", "LOWER", "UPPER", "TemporalFilter"]
+
+LOWER = "__lower"
+UPPER = "__upper"
+BUCKET = "__bucket"
+
+
+class TemporalFilter(StatefulProcessor):  # type: ignore[misc]
+    """Holds the future updates of a temporal filter until the frontier reaches them."""
+
+    def __init__(
+        self, columns: Sequence[str], until: int | None, previous_until: int | None
+    ) -> None:
+        self.columns = list(columns)
+        self.until = until
+        self.previous_until = previous_until
+
+    def init(self, handle: Any) -> None:
+        """Declare the state: the pending updates, by time."""
+        self.handle = handle
+        self.pending = handle.getMapState("pending", "t BIGINT", "rows BINARY")
+
+    def _frame(self, records: list[tuple[Any, ...]]) -> pd.DataFrame:
+        # Positional columns: Spark matches them to the output schema by position.
+        return pd.DataFrame(records, columns=range(len(self.columns) + 2))
+
+    def handleInputRows(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        rows: Iterator[pd.DataFrame],
+        timerValues: Any,  # noqa: N803
+    ) -> Iterator[pd.DataFrame]:
+        """Split each row into its updates; emit the due ones, keep the rest."""
+        frames = [frame for frame in rows if not frame.empty]
+        if not frames:
+            return
+        # Spark renames columns that start with "__" on the way to pandas: go by position
+        # (data columns, __time, __diff, __lower, __upper, __bucket).
+        frame = pd.concat(frames, ignore_index=True)
+        width = len(self.columns)
+        watermark = int(timerValues.getCurrentWatermarkInMs())
+        time = frame.iloc[:, width].astype("int64").to_numpy()
+        diff = frame.iloc[:, width + 1].astype("int64").to_numpy()
+        lower = frame.iloc[:, width + 2].to_numpy(dtype="float64", na_value=np.nan)
+        upper = frame.iloc[:, width + 3].to_numpy(dtype="float64", na_value=np.nan)
+        start = np.where(np.isnan(lower), time, np.maximum(time, np.nan_to_num(lower)))
+        bounded = ~np.isnan(upper)
+        end = np.where(bounded, np.maximum(time, np.nan_to_num(upper)), 0).astype("int64")
+        start = start.astype("int64")
+        alive = ~bounded | (start < end)
+        replay = time <= watermark
+        values = frame.iloc[:, :width]
+        updates = [(start, diff, alive), (end, -diff, alive & bounded)]
+        due: list[tuple[Any, ...]] = []
+        later: dict[int, list[tuple[tuple[Any, ...], int]]] = {}
+        records = list(values.itertuples(index=False, name=None))
+        for at, signed, alive_here in updates:
+            keep = alive_here.copy()
+            if self.until is not None:
+                keep &= at < self.until
+            if self.previous_until is not None:
+                keep &= ~replay | (at >= self.previous_until)
+            else:
+                keep &= ~replay
+            for index in np.flatnonzero(keep):
+                when = int(at[index])
+                if when <= watermark or (when == time[index] and not replay[index]):
+                    due.append((*records[index], when, int(signed[index])))
+                else:
+                    later.setdefault(when, []).append((records[index], int(signed[index])))
+        for when, entries in later.items():
+            stored = self.pending.getValue((when,))
+            held = pickle.loads(stored[0]) if stored else []
+            held.extend(entries)
+            self.pending.updateValue((when,), (pickle.dumps(held),))
+            self.handle.registerTimer(when)
+        if due:
+            yield self._frame(due)
+
+    def handleExpiredTimer(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        timerValues: Any,
+        expiredTimerInfo: Any,  # noqa: N803
+    ) -> Iterator[pd.DataFrame]:
+        """The frontier reached a pending time: emit its updates and forget them."""
+        when = int(expiredTimerInfo.getExpiryTimeInMs())
+        stored = self.pending.getValue((when,))
+        if not stored:
+            return
+        self.pending.removeKey((when,))
+        held = pickle.loads(stored[0])
+        yield self._frame([(*values, when, signed) for values, signed in held])
+
+    def close(self) -> None:
+        """Nothing to release."""
