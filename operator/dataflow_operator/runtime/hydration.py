@@ -247,19 +247,15 @@ class ProgressProbe(Protocol):
 
 
 @dataclass
-class _Stage:
-    rdd_ids: frozenset[int]
-    complete: bool = False
-
-
-@dataclass
 class _Batch:
     batch_id: int
     execution: Any
     plan: LivePlan
     groups: dict[int, int]
     targets: dict[int, int] = field(default_factory=dict)
-    """Stage group → the RDD whose stage completes it (found once jobs started)."""
+    """Stage group → the RDD computed last by the stage that completes it."""
+    stages: dict[int, int] = field(default_factory=dict)
+    """Stage group → the id of that stage, once found."""
     done: set[int] = field(default_factory=set)
 
 
@@ -269,101 +265,112 @@ class StreamingQueryProbe:
     That batch is the snapshot batch when the probe is created right after the query
     starts. ``job_groups`` are the job groups whose jobs compute the query's batches;
     Spark's stream execution uses the query's run id, which is always included.
+
+    Cost: nothing is read before the batch's first job (so the probe never waits on
+    Spark's planning); then one walk of the plan (a few hundred py4j calls, once), and per
+    poll a handful of calls per stage group not yet complete.
     """
 
     def __init__(self, query: Any, job_groups: Iterable[str] = ()) -> None:
+        from pyspark import SparkContext
+
+        jvm: Any = SparkContext._jvm
+        self._arrays = jvm.java.util.Arrays
         self._jquery = query._jsq.streamingQuery()
         jsc = query._jsq.sparkSession().sparkContext()
         self._tracker = jsc.statusTracker()
         self._store = jsc.statusStore()
         self._groups = [str(query.runId), *job_groups]
         self._batch: _Batch | None = None
-        self._jobs: dict[int, tuple[int, ...]] = {}
-        self._stages: dict[int, _Stage] = {}
+        self._job_stages: dict[int, tuple[int, ...]] = {}
+        self._stage_rdds: dict[int, frozenset[int]] = {}
 
     def poll(self) -> Progress:
         """See :class:`ProgressProbe`."""
-        execution = self._jquery.lastExecution()
-        if execution is None:
-            return Progress()
-        batch_id = int(execution.currentBatchId())
-        if self._batch is None:
-            plan = live_plan(execution.executedPlan(), details=False, metrics=False)
-            self._batch = _Batch(batch_id, execution, plan, stage_groups(plan.tree))
         batch = self._batch
-        if batch_id > batch.batch_id or self._finished():
+        if batch is None:
+            batch = self._start()
+            if batch is None:
+                return Progress()
+        elif self._finished(batch):
             return Progress(batch.plan.tree, frozenset(batch.groups.values()), batch_done=True)
-        jobs = self._job_ids()
-        if jobs and not batch.targets:
-            # The jobs started, so the batch's RDDs exist: read which RDD ends each stage.
-            batch.targets = self._targets(batch)
         for group in set(batch.groups.values()) - batch.done:
-            if self._group_done(batch, group, jobs):
+            if self._group_done(batch, group):
                 batch.done.add(group)
         return Progress(batch.plan.tree, frozenset(batch.done))
 
-    def _finished(self) -> bool:
+    def _start(self) -> _Batch | None:
+        execution = self._jquery.lastExecution()
+        if execution is None or not self._job_ids():
+            return None  # not planned, or its RDDs not built yet: come back later
+        plan = live_plan(execution.executedPlan(), details=False, metrics=False)
+        batch = _Batch(int(execution.currentBatchId()), execution, plan, stage_groups(plan.tree))
+        batch.targets = self._targets(batch)
+        self._batch = batch
+        return batch
+
+    def _finished(self, batch: _Batch) -> bool:
         progress = self._jquery.lastProgress()
-        return (
-            progress is not None
-            and self._batch is not None
-            and (int(progress.batchId()) >= self._batch.batch_id)
-        )
+        return progress is not None and int(progress.batchId()) >= batch.batch_id
+
+    def _ints(self, values: Any) -> list[int]:
+        """A JVM int array or Scala Seq of ints, in one call."""
+        from py4j.java_collections import JavaArray
+
+        if isinstance(values, JavaArray):
+            text = str(self._arrays.toString(values)).strip("[]")
+        else:
+            text = str(values.mkString(","))
+        return [int(part) for part in text.split(",") if part.strip()]
 
     def _job_ids(self) -> list[int]:
         found: list[int] = []
         for group in self._groups:
-            found.extend(int(j) for j in self._tracker.getJobIdsForGroup(group))
+            found.extend(self._ints(self._tracker.getJobIdsForGroup(group)))
         return sorted(found)
 
     def _targets(self, batch: _Batch) -> dict[int, int]:
         targets: dict[int, int] = {}
         for node_id, group in batch.groups.items():
-            if group != node_id:
-                continue
-            node = batch.plan.tree.node(node_id)
-            if node.kind in SHUFFLE_EXCHANGES:
-                targets[group] = int(batch.plan.handle(node_id).shuffleDependency().rdd().id())
+            if group == node_id and batch.plan.tree.node(node_id).kind in SHUFFLE_EXCHANGES:
+                dependency = batch.plan.handle(node_id).shuffleDependency()
+                targets[group] = int(dependency.rdd().id())
         if not batch.plan.tree.root.kind.startswith("WriteTo"):
             # A sink that consumes the plan's RDD (foreachBatch, v1 sinks) built it before
             # its jobs ran; a v2 write runs inside the plan: its group ends with the batch.
             targets[ROOT_GROUP] = int(batch.execution.toRdd().id())
         return targets
 
-    def _group_done(self, batch: _Batch, group: int, jobs: list[int]) -> bool:
+    def _group_done(self, batch: _Batch, group: int) -> bool:
         if group != ROOT_GROUP and batch.plan.tree.node(group).kind in BROADCAST_EXCHANGES:
             return bool(batch.plan.handle(group).completionFuture().isCompleted())
-        rdd = batch.targets.get(group)
-        if rdd is None:
+        if group not in batch.targets:
             return False
-        return any(stage.complete and rdd in stage.rdd_ids for stage in self._stages_of(jobs))
-
-    def _stages_of(self, jobs: list[int]) -> Iterable[_Stage]:
-        for job in jobs:
-            if job not in self._jobs:
-                info = self._tracker.getJobInfo(job)
-                if info.isEmpty():
-                    continue
-                self._jobs[job] = tuple(int(s) for s in info.get().stageIds())
-            for stage_id in self._jobs[job]:
-                stage = self._stage(stage_id)
-                if stage is not None:
-                    yield stage
-
-    def _stage(self, stage_id: int) -> _Stage | None:
-        stage = self._stages.get(stage_id)
-        if stage is not None and stage.complete:
-            return stage
-        try:
-            data = self._store.lastStageAttempt(stage_id)
-        except Exception:  # not known to the status store (yet)
-            return None
+        if group not in batch.stages:
+            self._find_stages(batch)
+        stage = batch.stages.get(group)
         if stage is None:
-            ids = data.rddIds()
-            stage = _Stage(frozenset(int(ids.apply(i)) for i in range(ids.size())))
-            self._stages[stage_id] = stage
-        stage.complete = str(data.status().toString()) == "COMPLETE"
-        return stage
+            return False
+        return str(self._store.lastStageAttempt(stage).status().toString()) == "COMPLETE"
+
+    def _find_stages(self, batch: _Batch) -> None:
+        """Map the pending groups to stages: the stage whose RDDs include the target."""
+        for job in self._job_ids():
+            if job not in self._job_stages:
+                try:
+                    self._job_stages[job] = tuple(self._ints(self._store.job(job).stageIds()))
+                except Exception:  # not in the status store yet
+                    continue
+            for stage in self._job_stages[job]:
+                if stage not in self._stage_rdds:
+                    try:
+                        rdds = self._store.lastStageAttempt(stage).rddIds()
+                    except Exception:  # not in the status store yet
+                        continue
+                    self._stage_rdds[stage] = frozenset(self._ints(rdds))
+                for group, rdd in batch.targets.items():
+                    if group not in batch.stages and rdd in self._stage_rdds[stage]:
+                        batch.stages[group] = stage
 
 
 # --- polling -------------------------------------------------------------------------
