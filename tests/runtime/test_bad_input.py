@@ -1,0 +1,65 @@
+"""Bad input: one line naming the dataflow and the problem; the others keep running."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dataflow_operator.api.injection import EXIT_FAILED
+from dataflow_operator.runtime.insert_command import insert_rows
+from tests.runtime.runs import T, dataflow_manifest, run_replica, table_source, write_manifests
+
+pytestmark = pytest.mark.spark
+
+
+def test_each_bad_dataflow_gets_one_line_and_the_good_one_runs(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    events = tmp_path / "events"
+    insert_rows(events, [{"n": 1}])
+    orders = tmp_path / "orders"
+    orders.mkdir()
+    (orders / "a.json").write_text(json.dumps({"id": 1, "time": T, "diff": "lots"}) + "\n")
+    good = table_source("events", events, "n BIGINT")
+    changelog = {
+        "name": "orders",
+        "changelog": {"path": str(orders), "format": "json", "schema": "id BIGINT"},
+        "timeline": {"external": "erp"},
+    }
+    documents = [
+        dataflow_manifest("good", "SELECT n FROM events", [good]),
+        dataflow_manifest("unknown-source", "SELECT n FROM nowhere", [good]),
+        dataflow_manifest("no-parse", "SELEC n FROM events", [good]),
+        dataflow_manifest(
+            "missing-dir",
+            "SELECT n FROM events",
+            [table_source("events", tmp_path / "absent", "n BIGINT")],
+        ),
+        dataflow_manifest("bad-diff", "SELECT id FROM orders", [changelog]),
+        {"apiVersion": "dataflow.dev/v1alpha1", "kind": "Gadget", "metadata": {"name": "g"}},
+    ]
+    manifest = write_manifests(tmp_path / "mixed.yaml", documents)
+    argv = [str(manifest), "--start-time", str(T), "--clock", "simulated", "--tick", "1d"]
+    argv += ["--batches", "2", "--state-dir", str(tmp_path / "state")]
+    result = run_replica(spark, tmp_path, argv)
+
+    assert result.code == EXIT_FAILED
+    assert result.lines == [[str(T), "1", "1"]]  # the good dataflow ran
+    assert "Traceback" not in result.err
+    lines = result.err.splitlines()
+
+    def line_for(prefix: str) -> str:
+        found = [line for line in lines if line.startswith(prefix)]
+        assert len(found) == 1, (prefix, lines)
+        return found[0]
+
+    assert "nowhere" in line_for("dataflow unknown-source: ")
+    assert "does not parse" in line_for("dataflow no-parse: ")
+    assert "does not exist" in line_for("dataflow missing-dir: ")
+    assert "diff" in line_for("dataflow bad-diff: ") and "lots" in line_for("dataflow bad-diff: ")
+    assert "Gadget" in line_for(f"{manifest}: Gadget/g: kind: ")
+    assert result.dataflow("good")["frontier"] == [T + 86_400_000 + 1]
+    assert result.dataflow("bad-diff")["lastError"]

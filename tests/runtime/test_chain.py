@@ -1,0 +1,57 @@
+"""A dataflow reading another dataflow's output (views over views)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dataflow_operator.api.injection import EXIT_OK
+from dataflow_operator.core.time import format_timestamp
+from dataflow_operator.runtime.insert_command import insert_rows
+from tests.runtime.runs import (
+    DAY,
+    LAST_30_DAYS_SQL,
+    T,
+    dataflow_manifest,
+    run_replica,
+    table_source,
+    write_manifests,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def test_chain_of_two_dataflows(spark: SparkSession, tmp_path: Path) -> None:
+    events = tmp_path / "events"
+    insert_rows(
+        events,
+        [
+            {"content": "hello", "event_ts": format_timestamp(T)},
+            {"content": "old", "event_ts": format_timestamp(T - 40 * DAY)},
+        ],
+    )
+    source = table_source("events", events, "content STRING, event_ts TIMESTAMP")
+    manifest = write_manifests(
+        tmp_path / "chain.yaml",
+        [
+            dataflow_manifest("recent", LAST_30_DAYS_SQL, [source], kind="Index"),
+            dataflow_manifest(
+                "loud",
+                "SELECT upper(content) AS loud, event_ts FROM recent WHERE content <> 'x'",
+                [{"name": "recent", "dataflow": {"name": "recent"}}],
+            ),
+        ],
+    )
+    argv = [str(manifest), "--start-time", str(T), "--clock", "simulated", "--tick", "10d"]
+    argv += ["--until", str(T + 31 * DAY), "--state-dir", str(tmp_path / "state")]
+    result = run_replica(spark, tmp_path, argv)
+    assert result.code == EXIT_OK, result.err
+    # Only the downstream Subscribe prints; it sees the upstream's insert and retraction.
+    assert result.lines == [
+        [str(T), "1", "HELLO", format_timestamp(T)],
+        [str(T + 30 * DAY + 1), "-1", "HELLO", format_timestamp(T)],
+    ]
+    assert result.dataflow("recent")["frontier"] == [T + 31 * DAY]
+    assert result.dataflow("loud")["frontier"] == [T + 31 * DAY]
