@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.runtime.runs import T, dataflow_manifest, run_replica, table_source, write_manifests
 
 from dataflow_operator.api.injection import EXIT_FAILED
 from dataflow_operator.runtime.insert_command import insert_rows
-from tests.runtime.runs import T, dataflow_manifest, run_replica, table_source, write_manifests
 
 pytestmark = pytest.mark.spark
 

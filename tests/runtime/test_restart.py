@@ -6,10 +6,6 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-
-from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
-from dataflow_operator.core.time import format_timestamp
-from dataflow_operator.runtime.insert_command import insert_rows
 from tests.runtime.runs import (
     DAY,
     LAST_30_DAYS_SQL,
@@ -19,6 +15,10 @@ from tests.runtime.runs import (
     table_source,
     write_manifests,
 )
+
+from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
+from dataflow_operator.core.time import format_timestamp
+from dataflow_operator.runtime.insert_command import insert_rows
 
 pytestmark = pytest.mark.spark
 

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -380,7 +381,8 @@ class Engine:
 
     def _require_kafka(self, where: str) -> None:
         try:
-            self.spark.sparkContext._jvm.java.lang.Class.forName(KAFKA_PROVIDER)
+            jvm: Any = self.spark.sparkContext._jvm
+            jvm.java.lang.Class.forName(KAFKA_PROVIDER)
         except Exception:
             raise Unsupported(
                 f"{where}: the Kafka connector (org.apache.spark:spark-sql-kafka-0-10) is not "

@@ -21,7 +21,7 @@ def one_line(error: BaseException) -> str:
     text = str(error)
     found = _PYTHON_ERROR.findall(text)
     if found:
-        return found[-1][1].strip()[:MAX_LENGTH]
+        return str(found[-1][1]).strip()[:MAX_LENGTH]
     classed = _ERROR_CLASS.search(text)
     if classed:
         return f"{classed.group(1)}: {classed.group(2)}".strip()[:MAX_LENGTH]

@@ -22,6 +22,7 @@ from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.build import BuiltDataflow
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, offsets_of
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
@@ -91,6 +92,7 @@ class RunningDataflow:
         self.built: BuiltDataflow | None = None
         self.status = _Status()
         self._installed_at = wall.monotonic()
+        self.hydration = DataflowHydration(settings.name)  # plan nodes' hydration
         self._lock = threading.Lock()
 
     @property
@@ -134,14 +136,18 @@ class RunningDataflow:
                 else:
                     self.spark.conf.set(key, value)
             context.removeJobTag(self.tag)
-            context.setLocalProperty("spark.jobGroup.id", None)
-            context.setLocalProperty("spark.job.description", None)
-            context.setLocalProperty("spark.job.interruptOnCancel", None)
+            for key in (
+                "spark.jobGroup.id",
+                "spark.job.description",
+                "spark.job.interruptOnCancel",
+            ):
+                context.setLocalProperty(key, None)  # type: ignore[arg-type]  # None clears
 
     def begin(self, time: Timestamp) -> None:
         """Note the first time this run processes (the snapshot time, ``as_of``)."""
         if self.status.as_of is None:
             self.status.as_of = time
+            self.hydration.begin(self.query, Frontier.at(time), [self.tag])
 
     def catch_up(self) -> None:
         """Block until the query has processed everything its sources offer now."""
@@ -160,6 +166,7 @@ class RunningDataflow:
 
     def stop(self) -> None:
         """Stop the query and cancel its jobs, quietly."""
+        self.hydration.stop()
         if self.query is None:
             return
         context = self.spark.sparkContext
@@ -198,6 +205,7 @@ class RunningDataflow:
         with self._lock:
             self.status.frontier = Frontier.at(max(upper, self.status.frontier.lower or 0))
             self.status.batches += 1
+            self.hydration.observe_frontier(self.status.frontier)
             if self.status.hydration_ms is None and self._hydrated():
                 self.status.hydration_ms = int((wall.monotonic() - self._installed_at) * 1000)
         if previous is not None and batch <= previous.batch:
@@ -237,6 +245,7 @@ class RunningDataflow:
     def report(self) -> DataflowReport:
         """The dataflow's report for the control API and the status file."""
         status = self.status
+        hydrated = self._hydrated() and status.batches > 0
         return DataflowReport(
             name=self.name,
             generation=self.settings.generation,
@@ -244,8 +253,9 @@ class RunningDataflow:
             as_of=[] if status.as_of is None else [status.as_of],
             expiration=self.settings.expiration,
             until=self.settings.until.elements(),
-            hydrated=self._hydrated() and status.batches > 0,
+            hydrated=hydrated,
             hydration_time_ms=status.hydration_ms,
+            nodes=self.hydration.nodes(hydrated),
             state_rows=status.state_rows,
             state_bytes=status.state_bytes,
             expired=status.expired,

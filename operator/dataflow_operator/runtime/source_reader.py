@@ -75,7 +75,7 @@ class SourceOptions:
         self.diff_column = options.get("diff_column", "diff")
 
 
-class _Chunk(InputPartition):  # type: ignore[misc]
+class _Chunk(InputPartition):
     """Files (or upstream parts) to read, at one time (or with their own times)."""
 
     def __init__(self, files: list[str], time: int | None, floor: int, batch_time: int) -> None:
@@ -85,7 +85,7 @@ class _Chunk(InputPartition):  # type: ignore[misc]
         self.batch_time = batch_time
 
 
-class ChangelogReader(DataSourceStreamReader):  # type: ignore[misc]
+class ChangelogReader(DataSourceStreamReader):
     """Reads one source; see the module docstring for the offsets."""
 
     def __init__(self, options: dict[str, str], schema: Any) -> None:
@@ -107,10 +107,10 @@ class ChangelogReader(DataSourceStreamReader):  # type: ignore[misc]
         start = start or self.initialOffset()
         kind = self.options.kind
         if kind == "dataflow":
-            upper = ChangelogStore(self.options.path).read_upper()
-            if upper is None or upper.upper <= start["upper"]:
+            recorded = ChangelogStore(self.options.path).read_upper()
+            if recorded is None or recorded.upper <= start["upper"]:
                 return start
-            return {"upper": upper.upper, "seq": upper.batch, "until": self.options.until}
+            return {"upper": recorded.upper, "seq": recorded.batch, "until": self.options.until}
         if kind == "changelog":
             files = self._sync_files()
             new = files[start["seq"] :]
@@ -170,8 +170,9 @@ class ChangelogReader(DataSourceStreamReader):  # type: ignore[misc]
 
     # --- reading --------------------------------------------------------------------
 
-    def read(self, partition: _Chunk) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         """The rows of one chunk (or its heartbeat)."""
+        assert isinstance(partition, _Chunk)
         batch_ts = dt.datetime.fromtimestamp(partition.batch_time / 1000, tz=dt.UTC)
         if not partition.files:
             yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
@@ -287,7 +288,7 @@ def _records(path: Path, file_format: str) -> Iterator[dict[str, Any]]:
         yield from parse_json_lines(path.read_text(encoding="utf-8"), path.name)
 
 
-class ChangelogSource(DataSource):  # type: ignore[misc]
+class ChangelogSource(DataSource):
     """The Python data source behind every dataflow input (format ``dataflow_changelog``)."""
 
     @classmethod

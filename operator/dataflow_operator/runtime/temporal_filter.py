@@ -36,7 +36,7 @@ UPPER = "__upper"
 BUCKET = "__bucket"
 
 
-class TemporalFilter(StatefulProcessor):  # type: ignore[misc]
+class TemporalFilter(StatefulProcessor):
     """Holds the future updates of a temporal filter until the frontier reaches them."""
 
     def __init__(
@@ -111,7 +111,7 @@ class TemporalFilter(StatefulProcessor):  # type: ignore[misc]
     def handleExpiredTimer(  # noqa: N802 - Spark's name
         self,
         key: Any,
-        timerValues: Any,
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
         expiredTimerInfo: Any,  # noqa: N803
     ) -> Iterator[pd.DataFrame]:
         """The frontier reached a pending time: emit its updates and forget them."""
