@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from dataflow_operator.core.incremental import COUNT, GROUPS, Strategy, plan_query
+from dataflow_operator.core.incremental import (
+    COUNT,
+    GROUPS,
+    TRANSITIONS,
+    Strategy,
+    old_column,
+    plan_query,
+)
 from dataflow_operator.core.sql_shape import FILTERED
 from dataflow_operator.core.temporal import TemporalQuery
 
@@ -137,6 +144,14 @@ UPDATES = [
 ]
 
 
+def normal(counts: Counter[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
+    """Numbers compared to 6 decimals, whatever their Spark type."""
+    result: Counter[tuple[Any, ...]] = Counter()
+    for row, n in counts.items():
+        result[tuple(round(float(v), 6) if isinstance(v, float | Decimal) else v for v in row)] += n
+    return result
+
+
 def consolidated(spark: SparkSession, time: int) -> DataFrame:
     counts: Counter[tuple[Any, ...]] = Counter()
     for *row, at, diff in UPDATES:
@@ -146,8 +161,13 @@ def consolidated(spark: SparkSession, time: int) -> DataFrame:
     return spark.createDataFrame(rows, "k STRING, x INT, d DECIMAL(10,2), ts BIGINT")
 
 
-def accumulate(spark: SparkSession, sql: str) -> dict[int, dict[tuple[Any, ...], dict[str, Any]]]:
-    """Run the partial aggregation; the engine's running state after each time."""
+def accumulate(
+    spark: SparkSession, sql: str, transitions: list[dict[str, Any]] | None = None
+) -> dict[int, dict[tuple[Any, ...], dict[str, Any]]]:
+    """Run the partial aggregation; the engine's running state after each time.
+
+    Appends the transition rows the engine would make to ``transitions``.
+    """
     plan = plan_query(sql, ["numbers"])
     assert plan.maintenance.strategy is Strategy.AGGREGATE
     aggregate = plan.maintenance.aggregate
@@ -165,6 +185,14 @@ def accumulate(spark: SparkSession, sql: str) -> dict[int, dict[tuple[Any, ...],
             }
             assert all(partial[c] is not None for c in (*aggregate.sums, COUNT))
             state[key] = {**old, **{c: old[c] + partial[c] for c in (*aggregate.sums, COUNT)}}
+            if transitions is not None:
+                transitions.append(
+                    {
+                        **state[key],
+                        "__time": time,
+                        **{old_column(c): old[c] for c in (*aggregate.sums, COUNT)},
+                    }
+                )
         history[time] = {k: dict(v) for k, v in state.items()}
     return history
 
@@ -181,10 +209,32 @@ def accumulate(spark: SparkSession, sql: str) -> dict[int, dict[tuple[Any, ...],
 def test_diff_weighted_aggregates_equal_the_query_over_consolidated_input(
     spark: SparkSession, sql: str
 ) -> None:
+    from pyspark.sql.types import DecimalType, StructField, StructType
+
     plan = plan_query(sql, ["numbers"])
     aggregate = plan.maintenance.aggregate
     assert aggregate is not None
-    history = accumulate(spark, sql)
+    transitions: list[dict[str, Any]] = []
+    history = accumulate(spark, sql, transitions)
+    view(spark, "numbers", UPDATES, NUMBERS)
+    types = {f.name: f.dataType for f in spark.sql(plan.maintenance.sql).schema}
+    names = list(transitions[0])
+    schema = StructType(
+        [StructField(n, types[n if n in types else "__" + n.removeprefix("__old_")]) for n in names]
+    )
+    rows_ = [
+        tuple(Decimal(t[n]) if isinstance(schema[n].dataType, DecimalType) else t[n] for n in names)
+        for t in transitions
+    ]
+    spark.createDataFrame(rows_, schema).createOrReplaceTempView(TRANSITIONS)
+    changelog: list[tuple[Any, ...]] = [
+        tuple(r) for r in spark.sql(aggregate.transitions_sql).collect()
+    ]
+    if aggregate.global_aggregate:
+        spark.createDataFrame([dict.fromkeys((*aggregate.sums, COUNT), 0)]).createOrReplaceTempView(
+            GROUPS
+        )
+        changelog += [(*row, 0, 1) for row in spark.sql(aggregate.final_sql).collect()]
     for time, state in history.items():
         groups = list(state.values()) or [dict.fromkeys((*aggregate.sums, COUNT), 0)]
         state_frame = spark.createDataFrame(groups)
@@ -201,6 +251,11 @@ def test_diff_weighted_aggregates_equal_the_query_over_consolidated_input(
             )
 
         assert rows(maintained) == rows(expected), (time, state)
+        as_of: Counter[tuple[Any, ...]] = Counter()
+        for *values, at, diff in changelog:
+            if at <= time:
+                as_of[tuple(values)] += diff
+        assert +normal(as_of) == normal(rows(expected)), (time, changelog)
 
 
 def test_staged_temporal_aggregate_runs_in_two_steps(spark: SparkSession) -> None:

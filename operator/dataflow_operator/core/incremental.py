@@ -59,6 +59,7 @@ from dataflow_operator.core.sql_shape import (
     is_nondeterministic,
     normalized,
     render,
+    set_from_table,
     unwrap,
 )
 from dataflow_operator.core.temporal import (
@@ -71,13 +72,18 @@ from dataflow_operator.core.temporal import (
 __all__ = [
     "COUNT",
     "GROUPS",
+    "TRANSITIONS",
     "AggregatePlan",
     "MaintenancePlan",
     "QueryPlan",
     "Strategy",
     "classify",
+    "old_column",
     "plan_query",
 ]
+
+TRANSITIONS = "__mz_transitions"
+"""Relation :attr:`AggregatePlan.transitions_sql` reads: group state before and after."""
 
 GROUPS = "__mz_groups"
 """Relation :attr:`AggregatePlan.final_sql` reads: the accumulated state of some groups."""
@@ -103,33 +109,39 @@ class AggregatePlan:
 
     What the engine does:
 
-    1. Run :attr:`MaintenancePlan.sql` (``partial_sql``) on each batch of input updates.
-       It returns one row per group and time: the key columns :attr:`keys`
+    1. Run :attr:`MaintenancePlan.sql` (the partial aggregation) on each batch of input
+       updates. It returns one row per group and time: the key columns :attr:`keys`
        (``__key_0``, …; none for a global aggregate), ``__time``, the partial sums
        :attr:`sums` (``__sum_0``, …; never NULL) and ``__count`` (the sum of diffs).
-    2. Keep per group, in state, the running total of each column of :attr:`sums` and of
-       ``__count`` (all start at 0 and accumulate by plain addition; none is ever NULL).
-       Apply a group's partial rows in ``__time`` order.
-    3. For every group a time changed: compute the group's output rows before and after
-       by running :attr:`final_sql` over the relation ``__mz_groups`` holding the state
-       rows (columns: keys, sums, ``__count``), and emit ``(old row, t, −1)`` and
-       ``(new row, t, +1)`` (nothing when they are equal). ``final_sql`` returns no row
-       for a group whose ``__count`` is 0 (nor for one HAVING rejects), so such a group
-       disappears; drop its state.
+    2. Keep per group (keyed by :attr:`keys`), in state, the running total of each column
+       of :attr:`sums` and of ``__count``: all start at 0 and accumulate by plain
+       addition. Apply a group's partial rows in ``__time`` order; for each, emit one
+       *transition* row: the keys, ``__time``, the totals after (named as in the state,
+       ``__sum_0``, …, ``__count``) and before (named by :func:`old_column`:
+       ``__old_sum_0``, …, ``__old_count``; zeros for a group not seen before). Drop a
+       group's state when its ``__count`` returns to 0 (but keep a global aggregate's).
+    3. Run :attr:`transitions_sql` over the transition rows as the relation
+       ``__mz_transitions``: it is row-wise (no aggregation, fine on a stream) and yields
+       the output changelog — the query's columns, ``__time``, ``__diff`` — retracting
+       the group's old output row (−1) and inserting its new one (+1), nothing when they
+       are equal, and no row for a group whose ``__count`` is 0 or that HAVING rejects.
     4. A global aggregate (:attr:`global_aggregate`, no GROUP BY) always has exactly one
-       output row, also over no input (``count`` 0, ``sum``/``avg`` NULL): emit
-       ``final_sql`` over the all-zero state at the dataflow's first time, and keep its
-       state even when ``__count`` is 0.
+       output row, also over no input (``count`` 0, ``sum``/``avg`` NULL): at the
+       dataflow's first time, emit :attr:`final_sql` over the all-zero state with diff +1.
 
-    ``final_sql`` gives the query's output columns in order, named by their alias, their
-    column name, or else their SQL text (``COUNT(*)``); for Spark's exact names and types
-    rename and cast positionally to the schema of :attr:`MaintenancePlan.snapshot_sql`.
-    ``sum`` over DECIMAL gets a wider precision, ``avg`` of DECIMAL a different scale.
+    :attr:`final_sql` maps state rows (the relation ``__mz_groups``: keys, sums,
+    ``__count``) to the current output rows: what an Index peek returns, and how to
+    snapshot the state. Both give the query's output columns in order, named by their
+    alias, their column name, or else their SQL text (``COUNT(*)``); for Spark's exact
+    names and types rename and cast positionally to the schema of
+    :attr:`MaintenancePlan.snapshot_sql`. ``sum`` over DECIMAL gets a wider precision,
+    ``avg`` of DECIMAL a different scale.
     """
 
     keys: tuple[str, ...]
     sums: tuple[str, ...]
     final_sql: str
+    transitions_sql: str
     global_aggregate: bool
 
 
@@ -295,7 +307,7 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
         exp.alias_(exp.func("SUM", exp.column(DIFF)), COUNT),
         copy=False,
     )
-    partial.set("from_" if "from_" in exp.Select.arg_types else "from", exp.From(this=table.copy()))
+    set_from_table(partial, table.copy())
     where = select.args.get("where")
     if where is not None:
         partial.set("where", where.copy())
@@ -312,13 +324,79 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
         conditions.append(having_condition)
     if conditions:
         final.set("where", exp.Where(this=exp.and_(*conditions)))
+    state = (*(name for name, _ in builder.partials), COUNT)
     plan = AggregatePlan(
         keys=tuple(f"{KEY_PREFIX}{i}" for i in range(len(keys))),
         sums=tuple(name for name, _ in builder.partials),
         final_sql=render(final),
+        transitions_sql=_transitions_sql(outputs, conditions, state),
         global_aggregate=group is None,
     )
     return render(partial), plan
+
+
+def old_column(column: str) -> str:
+    """The name of a state column's value before a transition: ``__sum_0`` → ``__old_sum_0``."""
+    return f"__old_{column.removeprefix('__')}"
+
+
+def _transitions_sql(
+    outputs: list[exp.Expr], conditions: list[exp.Expr], state: tuple[str, ...]
+) -> str:
+    """Output updates from group state transitions: old rows −1, new rows +1, unless equal."""
+
+    def uses_state(node: exp.Expr) -> bool:
+        return any(
+            isinstance(sub, exp.Column) and not sub.table and sub.name in state
+            for sub in node.walk()
+        )
+
+    def before(node: exp.Expr) -> exp.Expr:
+        def rename(sub: exp.Expr) -> exp.Expr:
+            if isinstance(sub, exp.Column) and not sub.table and sub.name in state:
+                return exp.column(old_column(sub.name))
+            return sub
+
+        return node.transform(rename)
+
+    # NULL (as from HAVING over a NULL sum) means "no row", as in a WHERE clause.
+    new_ok: list[exp.Expr] = [exp.func("COALESCE", c.copy(), exp.false()) for c in conditions]
+    old_ok = [before(c) for c in new_ok]
+    new_values = [o.unalias() for o in outputs]
+    old_values = [before(v) for v in new_values]
+    same = [
+        exp.func(
+            "COALESCE",
+            exp.or_(
+                exp.EQ(this=o.copy(), expression=n.copy()),
+                exp.and_(
+                    exp.Is(this=_paren(o), expression=exp.Null()),
+                    exp.Is(this=_paren(n), expression=exp.Null()),
+                ),
+            ),
+            exp.false(),
+        )
+        for o, n in zip(old_values, new_values, strict=True)
+        if uses_state(n)
+    ]
+    unchanged = exp.and_(*old_ok, *new_ok, *same) if [*old_ok, *new_ok, *same] else exp.true()
+
+    def branch(values: list[exp.Expr], ok: list[exp.Expr], diff: int) -> exp.Select:
+        columns = [
+            exp.alias_(v.copy(), o.alias, quoted=not _plain(o.alias))
+            for v, o in zip(values, outputs, strict=True)
+        ]
+        select = exp.select(
+            *columns, exp.column(TIME), exp.alias_(exp.Literal.number(diff), DIFF), copy=False
+        ).from_(TRANSITIONS, copy=False)
+        condition = exp.and_(
+            *(c.copy() for c in ok), exp.Not(this=exp.Paren(this=unchanged.copy()))
+        )
+        return select.where(condition, copy=False)
+
+    old_branch = branch(old_values, old_ok, -1)
+    new_branch = branch(new_values, new_ok, 1)
+    return render(exp.union(old_branch, new_branch, distinct=False))
 
 
 def _unqualified(select: exp.Select, relation: str) -> exp.Select:
