@@ -287,3 +287,18 @@ def test_general_query_runs_over_consolidated_inputs(spark: SparkSession) -> Non
         ("a", 4),
         ("c", None),
     ]
+
+
+def test_sub_millisecond_bounds_in_spark_match_millis_from_micros(spark: SparkSession) -> None:
+    plan = plan_query(
+        "SELECT content FROM events WHERE mz_now() >= event_ts AND mz_now() <= event_ts",
+        ["events"],
+    )
+    lower, upper = plan.temporal.bounds
+    micros = T0_MS * 1000 + 500
+    (row,) = spark.sql(
+        f"SELECT (unix_micros(timestamp_micros({micros})) + 999) div 1000 AS up, "
+        f"unix_micros(timestamp_micros({micros})) div 1000 + 1 AS down_plus_one"
+    ).collect()
+    assert row["up"] == lower.millis_from_micros(micros) == T0_MS + 1
+    assert row["down_plus_one"] == upper.millis_from_micros(micros) == T0_MS + 1

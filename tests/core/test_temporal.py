@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import ge, gt, le, lt
+from typing import Literal
+
 import pytest
 import sqlglot
 from hypothesis import given
@@ -75,6 +79,25 @@ def test_each_comparison_gives_its_bound(condition: str, kind: str, shift: int) 
     query = plan(f"SELECT a FROM events WHERE {condition}")
     assert query.bounds == (TemporalBound("__mz_bound_0", kind, shift),)  # type: ignore[arg-type]
     assert parse(query.sql).expressions[-1].this.sql("spark") == "x"
+
+
+_COMPARISONS: dict[str, tuple[Literal["lower", "upper"], int, Callable[[int, int], bool]]] = {
+    ">=": ("lower", 0, ge),
+    ">": ("lower", 1, gt),
+    "<": ("upper", 0, lt),
+    "<=": ("upper", 1, le),
+}
+
+
+@given(st.integers(0, 4_000_000_000_000_000), st.sampled_from(sorted(_COMPARISONS)))
+def test_bound_millis_from_micros_is_exact_for_every_millisecond(micros: int, op: str) -> None:
+    kind, shift, holds = _COMPARISONS[op]
+    bound = TemporalBound("__mz_bound_0", kind, shift)
+    edge = bound.millis_from_micros(micros)
+    value = micros / 1000
+    for now in (edge - 2, edge - 1, edge, edge + 1):
+        valid = now >= edge if kind == "lower" else now < edge
+        assert valid == holds(now * 1000, micros), (now, value)
 
 
 def test_equality_gives_both_bounds_on_one_column() -> None:

@@ -26,7 +26,8 @@ rejected with :class:`~dataflow_operator.core.errors.InvalidSql` on ``spec.sql``
 How the engine computes a row's interval from the bound columns: convert each bound
 column to epoch milliseconds (``unix_millis`` for TIMESTAMP / TIMESTAMP_NTZ,
 ``unix_millis(CAST(… AS TIMESTAMP))`` for DATE, a cast to BIGINT for integral numbers,
-which are then taken to be epoch ms already), add the bound's ``shift_ms``, and take
+which are then taken to be epoch ms already), add the bound's ``shift_ms`` (for
+timestamps with sub-millisecond digits see :meth:`TemporalBound.millis_from_micros`), and take
 ``lower = greatest(lower bounds)``, ``upper = least(upper bounds)``. A NULL bound column
 means "no bound" (Spark's ``greatest``/``least`` skip NULLs; this is how the bounds of
 the other branches of a UNION ALL are filled); no lower bound is −∞, no upper bound +∞.
@@ -91,6 +92,20 @@ class TemporalBound:
     column: str
     kind: BoundKind
     shift_ms: int
+
+    def millis_from_micros(self, micros: int) -> int:
+        """The bound in epoch ms for a TIMESTAMP value of ``micros`` epoch microseconds.
+
+        Exact also for values between two milliseconds: ``mz_now()`` is a whole number of
+        milliseconds, so ``mz_now() >= v`` and ``mz_now() < v`` (shift 0) round ``v`` up,
+        while ``mz_now() > v`` and ``mz_now() <= v`` (shift 1) round it down and add 1.
+        In Spark, for times after 1970: ``(unix_micros(v) + 999) div 1000`` for shift 0,
+        ``unix_micros(v) div 1000 + 1`` for shift 1 (``unix_millis`` rounds down, which is
+        exact only for whole milliseconds).
+        """
+        if self.shift_ms == 0:
+            return -(-micros // 1000)
+        return micros // 1000 + self.shift_ms
 
 
 @dataclass(frozen=True, slots=True)
