@@ -47,6 +47,7 @@ from dataflow_operator.runtime.plan import (
 
 __all__ = [
     "ROOT_GROUP",
+    "DataflowHydration",
     "HydrationMonitor",
     "HydrationStatus",
     "HydrationTracker",
@@ -54,6 +55,7 @@ __all__ = [
     "ProgressProbe",
     "StreamingQueryProbe",
     "hydrated_nodes",
+    "shared_monitor",
     "stage_groups",
 ]
 
@@ -445,3 +447,63 @@ class HydrationMonitor:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout=5)
+
+
+_shared: list[HydrationMonitor] = []
+_shared_lock = threading.Lock()
+
+
+def shared_monitor() -> HydrationMonitor:
+    """The process's hydration monitor (one polling thread for every dataflow)."""
+    with _shared_lock:
+        if not _shared:
+            _shared.append(HydrationMonitor())
+        return _shared[0]
+
+
+class DataflowHydration:
+    """The hooks a running dataflow calls to have its plan nodes' hydration tracked.
+
+    :meth:`begin` when its query starts processing the snapshot (``as_of``),
+    :meth:`observe_frontier` after each batch, :meth:`nodes` for its report,
+    :meth:`stop` when it is dropped.
+    """
+
+    def __init__(self, name: str, monitor: HydrationMonitor | None = None) -> None:
+        self.name = name
+        self._monitor = monitor
+        self.tracker: HydrationTracker | None = None
+
+    def begin(self, query: Any, as_of: Frontier, job_groups: Iterable[str] = ()) -> None:
+        """Start following ``query``'s next batch, the snapshot at ``as_of``."""
+        monitor = self._monitor or shared_monitor()
+        self.tracker = HydrationTracker(self.name, as_of)
+        probe = None
+        if query is not None:
+            try:
+                probe = StreamingQueryProbe(query, job_groups)
+            except Exception as error:  # no JVM query behind it: dataflow-level only
+                log.debug("no hydration probe", dataflow=self.name, error=str(error))
+        monitor.watch(self.tracker, probe)
+
+    def observe_frontier(self, frontier: Frontier) -> None:
+        """The dataflow's write frontier advanced."""
+        if self.tracker is not None:
+            self.tracker.observe_frontier(frontier)
+
+    def status(self) -> HydrationStatus | None:
+        """The tracked hydration, once :meth:`begin` was called."""
+        return None if self.tracker is None else self.tracker.status()
+
+    def nodes(self, hydrated: bool = False) -> list[NodeStatus]:
+        """The plan nodes' hydration (all hydrated when the dataflow is)."""
+        status = self.status()
+        if status is None:
+            return []
+        if hydrated and not status.hydrated:
+            return [node.model_copy(update={"hydrated": True}) for node in status.nodes]
+        return list(status.nodes)
+
+    def stop(self) -> None:
+        """Stop following the dataflow."""
+        (self._monitor or shared_monitor()).forget(self.name)
