@@ -72,6 +72,10 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "SELECT a FROM events GROUP BY a HAVING SUM(b) > 10",
         Strategy.AGGREGATE,
     ),
+    "having on an output alias": (
+        "SELECT a, COUNT(*) AS n FROM events GROUP BY a HAVING n > 1",
+        Strategy.AGGREGATE,
+    ),
     "group by without aggregate": ("SELECT a FROM events GROUP BY a", Strategy.AGGREGATE),
     "aggregate arithmetic": (
         "SELECT a, SUM(b) / COUNT(*) + 1 FROM events GROUP BY a",
@@ -463,6 +467,7 @@ QUERIES = [
     "SELECT x % 2 AS parity, SUM(x) AS s FROM events GROUP BY x % 2",
     "SELECT COUNT(*) AS n, SUM(x) AS s FROM events",
     "SELECT k FROM events GROUP BY k",
+    "SELECT k, SUM(x) AS s FROM events GROUP BY k HAVING s >= 2",
     "SELECT K, COUNT(X) AS c FROM events GROUP BY k",
     "SELECT k, x FROM events WHERE mz_now() < ts",
     "SELECT k, x FROM events WHERE mz_now() >= ts - 2 AND mz_now() <= ts + 1",

@@ -204,6 +204,7 @@ def accumulate(
         "AVG(d) AS md FROM numbers GROUP BY k",
         "SELECT k, SUM(x) + COUNT(*) AS t FROM numbers WHERE ts < 40 GROUP BY k HAVING COUNT(x) > 0",
         "SELECT COUNT(*) AS n, SUM(x) AS s, AVG(x) AS m FROM numbers",
+        "SELECT k, SUM(x) AS s FROM numbers GROUP BY k HAVING s >= 2 AND k <> 'b'",
     ],
 )
 def test_diff_weighted_aggregates_equal_the_query_over_consolidated_input(

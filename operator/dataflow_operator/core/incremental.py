@@ -295,7 +295,9 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
         outputs = [builder.output(item) for item in select.expressions]
         having = select.args.get("having")
         having_condition = (
-            builder.condition(having.this) if isinstance(having, exp.Having) else None
+            builder.condition(_resolve_aliases(having.this, select, keys))
+            if isinstance(having, exp.Having)
+            else None
         )
     except _NotSupported:
         return None
@@ -397,6 +399,26 @@ def _transitions_sql(
     old_branch = branch(old_values, old_ok, -1)
     new_branch = branch(new_values, new_ok, 1)
     return render(exp.union(old_branch, new_branch, distinct=False))
+
+
+def _resolve_aliases(condition: exp.Expr, select: exp.Select, keys: list[exp.Expr]) -> exp.Expr:
+    """``condition`` (HAVING) with output aliases replaced by what they name, as Spark does.
+
+    A name that is a group key stays a reference to the key.
+    """
+    aliases: dict[str, exp.Expr] = {
+        item.alias.lower(): item.this for item in select.expressions if item.alias
+    }
+    normalized_keys = [normalized(key) for key in keys]
+
+    def resolve(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table:
+            target = aliases.get(node.name.lower())
+            if target is not None and normalized(node) not in normalized_keys:
+                return target.copy()
+        return node
+
+    return condition.transform(resolve)
 
 
 def _unqualified(select: exp.Select, relation: str) -> exp.Select:
