@@ -47,7 +47,14 @@ crds-check: $(STAMP)
 ## run: the main job — a local replica running the example dataflows.
 run: $(STAMP)
 	$(BIN)/dataflow-operator check $(EXAMPLES)
-	@echo "(the local runtime lands with the runtime issue; until then: the checked manifests)"
+	rm -rf data/events state/demo
+	$(BIN)/dataflow-operator insert data/events '{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}'
+	@echo "--- replica r1 from 2026-01-01, one batch per simulated day; it expires after 21 days (exit 75)"
+	$(BIN)/dataflow-operator run $(EXAMPLES) --state-dir state/demo --clock simulated --tick 1d \
+	  --start-time 2026-01-01T00:00:00Z --until 2026-02-01T00:00:00Z || test $$? -eq 75
+	@echo "--- restarted at its expiration: it resumes and emits the retraction it had dropped"
+	$(BIN)/dataflow-operator run $(EXAMPLES) --state-dir state/demo --clock simulated --tick 1d \
+	  --start-time 2026-01-22T00:00:00Z --until 2026-02-01T00:00:00Z
 
 ## chart: lint the Helm chart and render it with the default values.
 chart: $(STAMP)

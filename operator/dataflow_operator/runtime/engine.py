@@ -103,6 +103,7 @@ class Engine:
         self._order: list[str] = []
         self._applied = False
         self._lock = threading.RLock()
+        self._step_lock = threading.Lock()
         spark.conf.set("spark.sql.streaming.pollingDelay", "50ms")
         config.state_dir.mkdir(parents=True, exist_ok=True)
 
@@ -176,14 +177,22 @@ class Engine:
     # --- the clock ------------------------------------------------------------------
 
     def step(self, time: Timestamp) -> None:
-        """Advance every dataflow to ``time`` (upstream first) and wait for their output."""
-        with self._lock:
-            self.now = time
-            for name in self._order:
-                running = self._entries[name].running
-                if running is None or running.failed:
-                    continue
-                clock_time = self._clock_time(name, time)
+        """Advance every dataflow to ``time`` (upstream first) and wait for their output.
+
+        Steps are serialized; :meth:`apply` and :meth:`report` stay responsive meanwhile
+        (a dataflow dropped during a step just stops).
+        """
+        with self._step_lock:
+            with self._lock:
+                self.now = time
+                work = [
+                    (name, entry.running, self._clock_time(name, time))
+                    for name in self._order
+                    if (entry := self._entries.get(name)) is not None
+                    and entry.running is not None
+                    and not entry.running.failed
+                ]
+            for _, running, clock_time in work:
                 if clock_time is not None:
                     running.begin(clock_time)
                     ClockFile(running.settings.layout.clock).write(clock_time)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["configure", "execute", "format_update", "run"]
 
 log = get_logger(__name__)
-DEFAULT_STATE_DIR = Path(".dataflow-state")
+DEFAULT_STATE_DIR = Path("state")
 QUIET_LOG_LEVEL = "OFF"
 """Spark's own log level in ``run``: errors are reported as one line per dataflow."""
 
