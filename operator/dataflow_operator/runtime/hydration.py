@@ -495,14 +495,31 @@ class DataflowHydration:
         """The tracked hydration, once :meth:`begin` was called."""
         return None if self.tracker is None else self.tracker.status()
 
-    def nodes(self, hydrated: bool = False) -> list[NodeStatus]:
-        """The plan nodes' hydration (all hydrated when the dataflow is)."""
+    def nodes(self, hydrated: bool = False, query: Any = None) -> list[NodeStatus]:
+        """The plan nodes' hydration (all hydrated when the dataflow is).
+
+        A dataflow that hydrated before :meth:`begin` was called (its first batch ran
+        first) still lists its nodes, all hydrated, when its ``query`` is given.
+        """
+        if self.tracker is None and hydrated and query is not None:
+            self._late(query)
         status = self.status()
         if status is None:
             return []
         if hydrated and not status.hydrated:
             return [node.model_copy(update={"hydrated": True}) for node in status.nodes]
         return list(status.nodes)
+
+    def _late(self, query: Any) -> None:
+        try:
+            progress = StreamingQueryProbe(query).poll()
+        except Exception as error:  # the query is gone; no nodes to list
+            log.debug("no plan for hydration", dataflow=self.name, error=str(error))
+            return
+        if progress.tree is not None:
+            tracker = HydrationTracker(self.name, Frontier.empty())
+            tracker.observe_progress(progress)
+            self.tracker = tracker
 
     def stop(self) -> None:
         """Stop following the dataflow."""

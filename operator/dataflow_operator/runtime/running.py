@@ -255,7 +255,7 @@ class RunningDataflow:
             until=self.settings.until.elements(),
             hydrated=hydrated,
             hydration_time_ms=status.hydration_ms,
-            nodes=self.hydration.nodes(hydrated),
+            nodes=self.hydration.nodes(hydrated, self.query),
             state_rows=status.state_rows,
             state_bytes=status.state_bytes,
             expired=status.expired,
