@@ -31,21 +31,39 @@ def dataflow_changed(
     namespace: str,
     name: str,
     dataflows: kopf.Index[Any, Mapping[str, Any]],
+    deleted: bool = False,
 ) -> None:
-    """Validate within the cluster, report, and wake the cluster's replicas."""
+    """Validate within the cluster, report, and wake the cluster's replicas.
+
+    Called on every watch event; acts only when the cluster's set of specs or this
+    dataflow's validity changed (status writes of our own come back as events too).
+    """
     cluster = _cluster(body)
+    key = (namespace, name)
+    if deleted:
+        state.announced.pop(key, None)
     if cluster is None:
-        kopf.warn(body, reason="InvalidSpec", message="spec.cluster: required field is missing")
+        if state.announced.get(key) != ("InvalidSpec", ""):
+            state.announced[key] = ("InvalidSpec", "")
+            kopf.warn(body, reason="InvalidSpec", message="spec.cluster: required field is missing")
         return
     view = state.cluster_view(namespace, cluster, dataflows.get((namespace, cluster), []))
     validity = view.validity.get(name)
-    replicas = state.replicas_of(namespace, cluster)
-    if validity is not None and not validity.ok:
-        kopf.warn(body, reason=validity.reason, message=validity.message)
-    else:
-        kopf.info(body, reason="Accepted", message=f"installing on {len(replicas)} replica(s)")
-    state.mark_dirty(namespace, cluster, [*view.dataflows, *view.invalid_schema])
-    state.wake_cluster(namespace, cluster)
+    if not deleted and validity is not None:
+        announcement = (validity.reason, validity.message)
+        if state.announced.get(key) != announcement:
+            state.announced[key] = announcement
+            if not validity.ok:
+                kopf.warn(body, reason=validity.reason, message=validity.message)
+            elif validity.reason == "Valid":
+                replicas = len(state.replicas_of(namespace, cluster))
+                kopf.info(body, reason="Accepted", message=f"installing on {replicas} replica(s)")
+    if state.cluster_digests.get((namespace, cluster)) != view.digest:
+        state.cluster_digests[(namespace, cluster)] = view.digest
+        state.mark_dirty(namespace, cluster, [*view.dataflows, *view.invalid_schema])
+        state.wake_cluster(namespace, cluster)
+    elif not deleted and body.get("status") is None:
+        state.mark_dirty(namespace, cluster, [name])
 
 
 def dataflow_deleted(

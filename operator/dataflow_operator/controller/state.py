@@ -89,6 +89,10 @@ class OperatorState:
         self.dirty: dict[tuple[str, str, str], Timestamp] = {}
         """(namespace, cluster, dataflow) → since when its status is stale."""
         self.writer_wake = asyncio.Event()
+        self.announced: dict[Key, tuple[str, str]] = {}
+        """(namespace, dataflow) → the validity last announced in an Event."""
+        self.cluster_digests: dict[Key, str] = {}
+        """(namespace, cluster) → digest of its specs when last acted upon."""
         self._parsed: dict[str, Dataflow | ValidationError] = {}
         self._validity: dict[str, Validity] = {}
         self._views: dict[tuple[str, str], tuple[str, ClusterView]] = {}
