@@ -252,6 +252,7 @@ def test_temporal_linear_is_one_stage() -> None:
     assert not plan.temporal.staged
     assert plan.maintenance.sql == plan.temporal.sql
     assert "__mz_bound_0" in plan.maintenance.sql
+    assert plan.maintenance.snapshot_sql == "SELECT event_ts, content FROM events"
     assert plan.maintenance.inputs == frozenset({"events"})
 
 
@@ -490,3 +491,33 @@ def test_maintained_output_equals_recomputation_at_every_time(sql: str, updates:
     changelog = engine(plan, tables, first_time=0)
     for time in range(16):
         assert normal(as_of(changelog, time)) == normal(recompute(sql, tables, time)), time
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM events WHERE mz_now() < ts",
+        "SELECT a FROM events WHERE mz_now() = ts UNION ALL SELECT a FROM users WHERE mz_now() >= t",
+        "SELECT a, COUNT(*) FROM events WHERE mz_now() < ts GROUP BY a",
+        "SELECT DISTINCT a FROM events WHERE mz_now() < ts AND a > 1",
+        "SELECT MAX(a) FROM events WHERE mz_now() BETWEEN ts AND ts + 1",
+    ],
+)
+def test_no_statement_the_engine_runs_mentions_mz_now(sql: str) -> None:
+    plan = plan_query(sql, SOURCES)
+    statements = [
+        plan.temporal.sql,
+        plan.temporal.inner_sql,
+        plan.temporal.outer_sql,
+        plan.maintenance.sql,
+        plan.maintenance.snapshot_sql,
+    ]
+    if plan.maintenance.aggregate is not None:
+        statements += [
+            plan.maintenance.aggregate.final_sql,
+            plan.maintenance.aggregate.transitions_sql,
+        ]
+    for statement in statements:
+        if statement is not None:
+            assert "mz_now" not in statement.lower()
+            assert parse(statement).sql("spark") == statement

@@ -303,3 +303,60 @@ def test_sub_millisecond_bounds_in_spark_match_millis_from_micros(spark: SparkSe
     ).collect()
     assert row["up"] == lower.millis_from_micros(micros) == T0_MS + 1
     assert row["down_plus_one"] == upper.millis_from_micros(micros) == T0_MS + 1
+
+
+SHAPES = [
+    "SELECT a, b + 1 AS c FROM events WHERE a > 1",
+    "SELECT * FROM events WHERE mz_now() < ts + INTERVAL '30 days'",
+    "SELECT e.a, explode(e.tags) AS tag FROM events AS e WHERE mz_now() BETWEEN e.ts AND e.t",
+    "SELECT a FROM events WHERE mz_now() = ts UNION ALL SELECT a FROM users WHERE mz_now() >= t",
+    "SELECT * FROM events UNION ALL SELECT * FROM events",
+    "SELECT k, COUNT(*) AS n, SUM(x), AVG(x + 1), COUNT(b) FROM events GROUP BY k",
+    "SELECT date_trunc('DAY', ts), COUNT(*) FROM events GROUP BY date_trunc('DAY', ts)",
+    "SELECT COUNT(*), SUM(x) FROM events WHERE mz_now() < ts + INTERVAL 1 HOUR",
+    "SELECT k, SUM(x) / COUNT(*) AS r FROM events AS e WHERE e.a > 0 GROUP BY 1 HAVING r > 1",
+    "SELECT DISTINCT a FROM events WHERE mz_now() < ts AND a IN (SELECT a FROM users)",
+    "SELECT a, ROW_NUMBER() OVER (ORDER BY b) AS r FROM events WHERE mz_now() <= ts",
+    "SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a",
+    "SELECT k, MAX(x) FROM events WHERE mz_now() > ts GROUP BY k ORDER BY k LIMIT 3",
+]
+
+
+@pytest.mark.parametrize("sql", SHAPES)
+def test_every_rendered_statement_is_analysed_by_spark(spark: SparkSession, sql: str) -> None:
+    """Analysis only (no job): every statement the planners render resolves in Spark."""
+    changelog = "__time BIGINT, __diff BIGINT"
+    schemas = {
+        "events": f"a INT, b INT, k STRING, x INT, ts TIMESTAMP, t TIMESTAMP, tags ARRAY<STRING>, {changelog}",
+        "users": f"a INT, b INT, t TIMESTAMP, {changelog}",
+    }
+    for name, schema in schemas.items():
+        view(spark, name, [], schema)
+    plan = plan_query(sql, ["events", "users"])
+    temporal, maintenance = plan.temporal, plan.maintenance
+    if temporal.inner_sql is not None:
+        inner = spark.sql(temporal.inner_sql)
+        assert {b.column for b in temporal.bounds} <= set(inner.columns)
+        inner.drop(*{b.column for b in temporal.bounds}).createOrReplaceTempView(FILTERED)
+    else:
+        assert {b.column for b in temporal.bounds} <= set(spark.sql(temporal.sql).columns)
+    stage = spark.sql(maintenance.sql)
+    if maintenance.strategy is Strategy.LINEAR:
+        assert stage.columns[-2 - len({b.column for b in temporal.bounds}) :][:2] == [
+            "__time",
+            "__diff",
+        ]
+    aggregate = maintenance.aggregate
+    if aggregate is not None:
+        stage.drop("__time").createOrReplaceTempView(GROUPS)
+        final = spark.sql(aggregate.final_sql)
+        olds = ", ".join(f"{c} AS {old_column(c)}" for c in (*aggregate.sums, COUNT))
+        spark.sql(f"SELECT *, {olds} FROM ({maintenance.sql})").createOrReplaceTempView(TRANSITIONS)
+        transitions = spark.sql(aggregate.transitions_sql)
+        assert transitions.columns == [*final.columns, "__time", "__diff"]
+    for name in maintenance.inputs:
+        relation = spark.table(FILTERED if name == FILTERED else name)
+        relation.drop("__time", "__diff").createOrReplaceTempView(name)
+    snapshot = spark.sql(maintenance.snapshot_sql)
+    if aggregate is not None:
+        assert len(snapshot.columns) == len(final.columns)

@@ -67,6 +67,7 @@ from dataflow_operator.core.temporal import (
     check_reserved_names,
     drop_unordered_order_by,
     plan_temporal,
+    remove_temporal_filters,
 )
 
 __all__ = [
@@ -154,6 +155,8 @@ class MaintenancePlan:
       :class:`AggregatePlan`); GENERAL — the query over consolidated inputs.
     - ``snapshot_sql``: the query over consolidated inputs (relations without
       ``__time``/``__diff``), whatever the strategy: its schema is the output schema.
+      A LINEAR query's temporal filter is not in it (it is in the bounds); a staged
+      query's is (the stage reads ``__mz_filtered``).
     - ``inputs``: the relation names the stage reads (lower case): sources, and
       ``__mz_filtered`` for the outer stage of a temporal query.
     - ``aggregate``: set for AGGREGATE only.
@@ -197,6 +200,7 @@ def plan_query(sql: str, source_names: Collection[str]) -> QueryPlan:
     else:
         parsed = parse_sql(sql, source_names)
         tree = unwrap(parsed.tree.copy())
+        remove_temporal_filters(tree)  # they are in temporal.bounds
         drop_unordered_order_by(tree)
         maintenance = _classify(tree, parsed.relations)
     if maintenance.strategy is Strategy.LINEAR:

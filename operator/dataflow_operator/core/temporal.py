@@ -68,6 +68,7 @@ __all__ = [
     "check_reserved_names",
     "drop_unordered_order_by",
     "plan_temporal",
+    "remove_temporal_filters",
 ]
 
 BOUND_PREFIX = "__mz_bound_"
@@ -445,6 +446,15 @@ def check_reserved_names(tree: exp.Expr) -> None:
                     f"{node.this} is a reserved name (__time, __diff and __mz_… belong "
                     f"to the changelog); rename it"
                 )
+
+
+def remove_temporal_filters(tree: exp.Expr) -> None:
+    """Remove the supported ``mz_now()`` conjuncts from the outermost WHERE clauses, in place.
+
+    For a query :func:`plan_temporal` accepted: what remains has no ``mz_now()``.
+    """
+    for top in leaves(tree):
+        _remove_conjuncts(top, [f.conjunct for f in _temporal_conjuncts(top)])
 
 
 def drop_unordered_order_by(tree: exp.Expr) -> None:
