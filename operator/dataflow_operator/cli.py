@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("dataflow_operator.runtime.explain_command", "print dataflow plans (--node-ids)"),
     "run": ("dataflow_operator.runtime.run_command", "run a local replica over manifests"),
     "insert": ("dataflow_operator.runtime.insert_command", "append rows to a table, atomically"),
+    "replica": ("dataflow_operator.runtime.replica_command", "driver pod: engine + control API"),
 }
 """Subcommand → (module, one-line help)."""
 

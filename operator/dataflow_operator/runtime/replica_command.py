@@ -1,0 +1,272 @@
+"""``dataflow-operator replica``: the driver pod's entry point.
+
+Reads the configuration the operator injects (:mod:`dataflow_operator.api.injection`:
+environment first, then the ``spark.dataflow.*`` twins in ``DATAFLOW_SPARK_CONF``;
+command-line flags override both), starts Spark (``DATAFLOW_SPARK_MASTER`` /
+``--master``: ``k8s://…`` in a cluster, ``local[*]`` otherwise; every setting of
+``DATAFLOW_SPARK_CONF`` and ``--conf`` passes through), builds the engine, serves the
+control API (:mod:`dataflow_operator.runtime.control_api`) and advances the dataflows on
+the wall clock until:
+
+- SIGTERM or SIGINT: stops the queries and exits 0 (graceful);
+- the replica's expiration: exits :data:`~dataflow_operator.api.injection.EXIT_EXPIRED`
+  (75) with ``replica expired. now: …, expiration: …`` on stderr, before any batch at or
+  past it, so that the operator restarts it with a new start time.
+
+Bad configuration exits 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time as wall
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from dataflow_operator.api import injection
+from dataflow_operator.core.durations import Duration, parse_duration
+from dataflow_operator.core.errors import DomainError
+from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
+from dataflow_operator.logs import configure_logging, get_logger
+from dataflow_operator.runtime.control_api import ControlServer, parse_address
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["ConfigError", "ReplicaConfig", "configure", "execute", "run"]
+
+log = get_logger(__name__)
+
+LOCAL_MASTER = "local[*]"
+DEFAULT_TICK_MS = 1000
+QUIET_LOG_LEVEL = "ERROR"
+
+
+class ConfigError(ValueError):
+    """The injected configuration is unusable (one line says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """Everything the replica needs to start, resolved from flags, environment and conf."""
+
+    start_time: Timestamp
+    expiration_offset: Duration | None
+    master: str
+    control_address: str
+    state_dir: Path
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    replica: str = "local"
+    namespace: str | None = None
+    cluster: str | None = None
+    attempt: str | None = None
+    tick_ms: int = DEFAULT_TICK_MS
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels for the replica's metrics."""
+        found = {"replica": self.replica, "namespace": self.namespace, "cluster": self.cluster}
+        return {key: value for key, value in found.items() if value}
+
+    @classmethod
+    def resolve(
+        cls,
+        args: argparse.Namespace,
+        env: Mapping[str, str],
+        now: Callable[[], Timestamp] = lambda: int(wall.time() * 1000),
+    ) -> ReplicaConfig:
+        """Flags over environment over the conf twins. Raises :class:`ConfigError`."""
+        conf = _spark_conf(env.get(injection.ENV_SPARK_CONF))
+        for item in args.conf or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"--conf wants KEY=VALUE, got {item!r}")
+            conf[key] = value
+        start = _start_time(args.start_time, env, conf, now)
+        offset_text = _first(
+            args.expiration_offset,
+            env.get(injection.ENV_EXPIRATION_OFFSET),
+            conf.get(injection.CONF_EXPIRATION_OFFSET),
+        )
+        try:
+            offset = parse_duration(offset_text) if offset_text else None
+        except DomainError as error:
+            raise ConfigError(f"expiration offset {offset_text!r}: {error.message}") from None
+        if offset is not None and offset.is_zero:
+            offset = None
+        conf.setdefault(injection.CONF_START_TIME_MS, str(start))
+        if offset is not None:
+            conf.setdefault(injection.CONF_EXPIRATION_OFFSET, str(offset))
+        address = _first(args.control_address, env.get(injection.ENV_CONTROL_ADDRESS)) or ""
+        try:
+            parse_address(address)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        replica = _first(args.replica, env.get(injection.ENV_REPLICA)) or "local"
+        state = _first(args.state_dir, env.get(injection.ENV_STATE_DIR))
+        state_dir = (
+            Path(state) if state else Path(tempfile.gettempdir()) / "dataflow-replica" / replica
+        )
+        try:
+            tick = parse_duration(args.tick).millis if args.tick else DEFAULT_TICK_MS
+        except DomainError as error:
+            raise ConfigError(f"--tick {args.tick!r}: {error.message}") from None
+        if tick <= 0:
+            raise ConfigError("--tick must be positive")
+        return cls(
+            start_time=start,
+            expiration_offset=offset,
+            master=_first(args.master, env.get(injection.ENV_SPARK_MASTER)) or LOCAL_MASTER,
+            control_address=address,
+            state_dir=state_dir,
+            spark_conf=conf,
+            replica=replica,
+            namespace=env.get(injection.ENV_NAMESPACE) or None,
+            cluster=env.get(injection.ENV_CLUSTER) or None,
+            attempt=env.get(injection.ENV_ATTEMPT) or None,
+            tick_ms=tick,
+        )
+
+
+def _first(*values: str | None) -> str | None:
+    return next((value for value in values if value), None)
+
+
+def _spark_conf(text: str | None) -> dict[str, str]:
+    if not text:
+        return {}
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{injection.ENV_SPARK_CONF} is not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise ConfigError(f"{injection.ENV_SPARK_CONF} must be a JSON object")
+    return {str(key): str(value) for key, value in document.items()}
+
+
+def _start_time(
+    flag: str | None, env: Mapping[str, str], conf: Mapping[str, str], now: Callable[[], int]
+) -> Timestamp:
+    for name, text in (
+        ("--start-time", flag),
+        (injection.ENV_START_TIME_MS, env.get(injection.ENV_START_TIME_MS)),
+        (injection.ENV_START_TIME, env.get(injection.ENV_START_TIME)),
+        (injection.CONF_START_TIME_MS, conf.get(injection.CONF_START_TIME_MS)),
+    ):
+        if text:
+            try:
+                return parse_timestamp(text)
+            except ValueError as error:
+                raise ConfigError(f"{name} {text!r}: {error}") from None
+    return now()
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``replica`` (each overrides the injected environment)."""
+    parser.add_argument("--master", help=f"Spark master (env {injection.ENV_SPARK_MASTER})")
+    parser.add_argument(
+        "--control-address",
+        metavar="HOST:PORT",
+        help=f"control API address (env {injection.ENV_CONTROL_ADDRESS}; default 0.0.0.0:8765)",
+    )
+    parser.add_argument("--state-dir", help=f"state directory (env {injection.ENV_STATE_DIR})")
+    parser.add_argument(
+        "--start-time", help=f"epoch ms or RFC 3339 (env {injection.ENV_START_TIME_MS})"
+    )
+    parser.add_argument(
+        "--expiration-offset", help=f"e.g. 21d; 0 disables (env {injection.ENV_EXPIRATION_OFFSET})"
+    )
+    parser.add_argument("--replica", help=f"the Replica's name (env {injection.ENV_REPLICA})")
+    parser.add_argument(
+        "--conf", action="append", metavar="KEY=VALUE", help="Spark setting (repeatable)"
+    )
+    parser.add_argument("--tick", help="time between batches (default 1s)")
+
+
+def execute(
+    config: ReplicaConfig,
+    spark: SparkSession,
+    stop: threading.Event,
+    on_serving: Callable[[ControlServer], None] | None = None,
+) -> int:
+    """Serve the control API and run the engine until ``stop`` is set or the replica expires.
+
+    Returns the exit code; does not stop ``spark``.
+    """
+    from dataflow_operator.runtime.clock import TickPlan
+    from dataflow_operator.runtime.engine import Engine, EngineConfig, expired_message
+
+    engine = Engine(
+        spark,
+        EngineConfig(
+            state_dir=config.state_dir,
+            start_time=config.start_time,
+            expiration_offset=config.expiration_offset,
+            spark_log_level=QUIET_LOG_LEVEL,
+        ),
+    )
+    expiration = engine.config.expiration
+    log.info(
+        "replica starting",
+        start=format_timestamp(config.start_time),
+        expiration=None if expiration is None else format_timestamp(expiration),
+        master=config.master,
+        control=config.control_address or "0.0.0.0:8765",
+    )
+    server = ControlServer(engine, config.control_address, labels=config.labels)
+    code = injection.EXIT_FAILED
+    try:
+        server.start()
+        if on_serving is not None:
+            on_serving(server)
+        plan = TickPlan(start=config.start_time, tick=config.tick_ms, simulated=False)
+        code = engine.run(plan, stop=stop)
+        if stop.is_set() and code != injection.EXIT_EXPIRED:
+            code = injection.EXIT_OK  # asked to stop: a graceful end, whatever failed before
+    finally:
+        engine.close()
+        server.stop()
+    if code == injection.EXIT_EXPIRED and engine.expired_at is not None and expiration:
+        print(expired_message(engine.expired_at, expiration), file=sys.stderr, flush=True)
+    log.info("replica stopped", code=code)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    """Resolve the configuration, start Spark, serve, and run until stopped or expired."""
+    configure_logging()
+    try:
+        config = ReplicaConfig.resolve(args, os.environ)
+    except ConfigError as error:
+        print(f"replica: {error}", file=sys.stderr)
+        return injection.EXIT_USAGE
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _: FrameType | None) -> None:
+        log.info("replica stopping", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    from dataflow_operator.runtime.session import spark_session
+
+    spark = spark_session(
+        master=config.master,
+        app_name=f"dataflow-replica-{config.replica}",
+        conf={"spark.ui.showConsoleProgress": "false", **config.spark_conf},
+    )
+    spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
+    try:
+        return execute(config, spark, stop)
+    finally:
+        spark.stop()

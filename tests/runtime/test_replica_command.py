@@ -1,0 +1,228 @@
+"""``dataflow-operator replica``: injected configuration, serving, graceful stop, expiry."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dataflow_operator.api import injection
+from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
+from dataflow_operator.runtime.control_api import ControlServer
+from dataflow_operator.runtime.replica_command import (
+    ConfigError,
+    ReplicaConfig,
+    configure,
+    execute,
+)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    configure(parser)
+    return parser.parse_args(list(argv))
+
+
+def _get(port: int, path: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request(method, path, body=None if body is None else json.dumps(body))
+        response = connection.getresponse()
+        text = response.read().decode()
+        kind = response.getheader("Content-Type", "")
+        return response.status, json.loads(text) if "json" in kind else text
+    finally:
+        connection.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_configuration_from_the_injected_environment() -> None:
+    env = {
+        injection.ENV_START_TIME_MS: "1700000000000",
+        injection.ENV_START_TIME: "2023-11-14T22:13:20.000Z",
+        injection.ENV_EXPIRATION_OFFSET: "21d",
+        injection.ENV_REPLICA: "r1",
+        injection.ENV_NAMESPACE: "ns",
+        injection.ENV_CLUSTER: "default",
+        injection.ENV_ATTEMPT: "3",
+        injection.ENV_CONTROL_ADDRESS: "0.0.0.0:9999",
+        injection.ENV_STATE_DIR: "/data/state",
+        injection.ENV_SPARK_MASTER: "k8s://https://kubernetes.default.svc",
+        injection.ENV_SPARK_CONF: json.dumps({"spark.executor.instances": "2"}),
+    }
+    config = ReplicaConfig.resolve(_args(), env)
+    assert config.start_time == 1_700_000_000_000
+    assert config.expiration_offset is not None and str(config.expiration_offset) == "21d"
+    assert config.master == "k8s://https://kubernetes.default.svc"
+    assert config.control_address == "0.0.0.0:9999"
+    assert config.state_dir == Path("/data/state")
+    assert config.spark_conf["spark.executor.instances"] == "2"
+    assert config.spark_conf[injection.CONF_START_TIME_MS] == "1700000000000"
+    assert config.labels == {"replica": "r1", "namespace": "ns", "cluster": "default"}
+    # flags win over the environment
+    flagged = ReplicaConfig.resolve(
+        _args("--master", "local[2]", "--expiration-offset", "0", "--conf", "a.b=c"), env
+    )
+    assert flagged.master == "local[2]" and flagged.expiration_offset is None
+    assert flagged.spark_conf["a.b"] == "c"
+
+
+def test_defaults_and_conf_twins() -> None:
+    conf = {injection.CONF_START_TIME_MS: "42", injection.CONF_EXPIRATION_OFFSET: "1h"}
+    config = ReplicaConfig.resolve(
+        _args(), {injection.ENV_SPARK_CONF: json.dumps(conf)}, now=lambda: 7
+    )
+    assert config.start_time == 42 and config.expiration_offset is not None
+    assert config.expiration_offset.millis == 3_600_000
+    assert config.master == "local[*]"
+    bare = ReplicaConfig.resolve(_args(), {}, now=lambda: 7)
+    assert bare.start_time == 7 and bare.expiration_offset is None
+    assert bare.control_address == ""  # → 0.0.0.0:8765
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({injection.ENV_EXPIRATION_OFFSET: "soon"}, "expiration offset"),
+        ({injection.ENV_START_TIME_MS: "yesterday"}, injection.ENV_START_TIME_MS),
+        ({injection.ENV_SPARK_CONF: "[1]"}, "JSON object"),
+        ({injection.ENV_CONTROL_ADDRESS: "host:port"}, "not a port"),
+    ],
+)
+def test_bad_configuration_is_one_clear_error(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ReplicaConfig.resolve(_args(), env)
+
+
+@pytest.mark.spark
+def test_serves_until_stopped(spark: SparkSession, tmp_path: Path) -> None:
+    start = int(time.time() * 1000)
+    config = ReplicaConfig.resolve(
+        _args(
+            "--control-address",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(tmp_path),
+            "--start-time",
+            str(start),
+            "--expiration-offset",
+            "1h",
+            "--tick",
+            "200ms",
+            "--replica",
+            "r1",
+        ),
+        {},
+    )
+    stop = threading.Event()
+    serving: list[ControlServer] = []
+    codes: list[int] = []
+    worker = threading.Thread(
+        target=lambda: codes.append(execute(config, spark, stop, serving.append)), daemon=True
+    )
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not serving and time.monotonic() < deadline:
+        time.sleep(0.05)
+    port = serving[0].port
+    assert _get(port, "/healthz")[0] == 200
+    assert _get(port, "/readyz")[0] == 503
+    assert _get(port, "/dataflows", "PUT", {"version": "v1", "dataflows": []})[0] == 200
+    assert _get(port, "/readyz")[0] == 200
+    report = ReplicaReport.model_validate(_get(port, "/status")[1])
+    assert report.start_time == start and report.expiration == start + 3_600_000
+    assert report.phase is ReplicaPhase.RUNNING
+    metrics = _get(port, "/metrics")[1].splitlines()
+    assert 'dataflow_replica_phase{replica="r1",phase="Running"} 1' in metrics
+    stop.set()
+    worker.join(timeout=60)
+    assert codes == [injection.EXIT_OK]
+    with pytest.raises(OSError):
+        _get(port, "/healthz")
+
+
+@pytest.mark.spark
+def test_expires_with_the_expired_exit_code(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = int(time.time() * 1000)
+    config = ReplicaConfig.resolve(
+        _args(
+            "--control-address",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(tmp_path),
+            "--start-time",
+            str(now - 59_000),
+            "--expiration-offset",
+            "1m",
+            "--tick",
+            "200ms",
+        ),
+        {},
+    )
+    started = time.monotonic()
+    code = execute(config, spark, threading.Event())
+    assert code == injection.EXIT_EXPIRED
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "replica expired. now: " in err and f"expiration: {now + 1000} (" in err
+
+
+@pytest.mark.spark
+def test_the_entry_point_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        injection.ENV_START_TIME_MS: str(int(time.time() * 1000)),
+        injection.ENV_EXPIRATION_OFFSET: "1d",
+        injection.ENV_REPLICA: "r9",
+        injection.ENV_CONTROL_ADDRESS: f"127.0.0.1:{port}",
+        injection.ENV_STATE_DIR: str(tmp_path / "state"),
+        injection.ENV_SPARK_MASTER: "local[1]",
+        injection.ENV_SPARK_CONF: json.dumps({"spark.sql.shuffle.partitions": "2"}),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dataflow_operator", "replica"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if _get(port, "/healthz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        report = ReplicaReport.model_validate(_get(port, "/status")[1])
+        assert report.start_time == int(env[injection.ENV_START_TIME_MS])
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == injection.EXIT_OK, err
+    assert "Traceback" not in err
