@@ -4,7 +4,9 @@ The SQL planning is the core's (:func:`dataflow_operator.core.incremental.plan_q
 this module wires it onto Spark: each source becomes a streaming changelog
 (:mod:`.source_reader`) with an event-time watermark on its batch time, the SQL runs over
 those streams, the temporal bounds become ``[__lower, __upper)`` and the temporal filter
-runs as a ``transformWithStateInPandas`` operator (:mod:`.temporal_filter`).
+runs as a ``transformWithStateInPandas`` operator (:mod:`.temporal_filter`). AGGREGATE
+queries keep their groups' totals in Spark state too (:mod:`.aggregate`); GENERAL ones
+(recompute-and-diff) are not maintained yet and are rejected with a clear error.
 """
 
 from __future__ import annotations
@@ -19,8 +21,15 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.core.errors import InvalidSql
-from dataflow_operator.core.incremental import QueryPlan, Strategy, plan_query
+from dataflow_operator.core.incremental import (
+    COUNT,
+    GROUPS,
+    QueryPlan,
+    Strategy,
+    plan_query,
+)
 from dataflow_operator.core.temporal import TemporalBound
+from dataflow_operator.runtime.aggregate import GroupTotals, final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.source_reader import (
     BATCH_TIME,
@@ -37,6 +46,7 @@ BUCKETS = 16
 """Temporal-filter state is grouped into this many keys (one key per row is slow)."""
 
 FILTERED = "__mz_filtered"
+"""The relation the outer stage of a staged temporal query reads."""
 
 _views_lock = threading.Lock()
 _registered: set[int] = set()
@@ -158,6 +168,44 @@ def _apply_bounds(
     )
 
 
+def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
+    """The AGGREGATE strategy over the registered inputs: totals in state, transitions out."""
+    aggregate = plan.maintenance.aggregate
+    assert aggregate is not None
+    partial = spark.sql(plan.maintenance.sql)  # for the partial sums' types only
+    per_row = spark.sql(per_row_sql(plan.maintenance.sql))
+    per_row = per_row.select(
+        *[
+            F.col(f"`{field.name}`").cast(field.dataType).alias(field.name)
+            for field in partial.schema.fields
+        ]
+    )
+    keys = [partial.schema[k] for k in aggregate.keys]
+    sums = [partial.schema[name] for name in (*aggregate.sums, COUNT)]
+    output = T.StructType(
+        [
+            *keys,
+            *sums,
+            T.StructField(TIME, T.LongType()),
+            T.StructField(DIFF, T.LongType()),
+        ]
+    )
+    key_columns = [F.col(f"`{k}`") for k in aggregate.keys]
+    bucket = F.pmod(F.hash(*key_columns), F.lit(BUCKETS)) if key_columns else F.lit(0)
+    groups = per_row.withColumn(BUCKET, bucket.cast("int"))
+    groups = groups.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=GroupTotals(len(keys), len(aggregate.sums)),
+        outputStructType=output,
+        outputMode="Append",
+        timeMode="None",
+    )
+    groups.createOrReplaceTempView(GROUPS)
+    try:
+        return spark.sql(final_changelog_sql(aggregate.final_sql))
+    finally:
+        spark.catalog.dropTempView(GROUPS)
+
+
 def build_dataflow(
     spark: SparkSession,
     sql: str,
@@ -172,25 +220,47 @@ def build_dataflow(
     """
     plan = plan_query(sql, [s.name for s in sources])
     strategy = plan.maintenance.strategy
-    if strategy is not Strategy.LINEAR:
+    if strategy is Strategy.GENERAL:
         raise Unsupported(
-            f"{strategy.value} queries (joins, aggregates, DISTINCT, …) are not maintained "
-            "by this runtime yet; only projections, filters, UNION ALL and temporal filters",
+            "this query needs recompute-and-diff maintenance (joins, DISTINCT, min/max, "
+            "window functions, subqueries, …), which this runtime does not do yet; "
+            "projections, filters, UNION ALL, GROUP BY with count/sum/avg and temporal "
+            "filters are maintained",
             field="spec.sql",
         )
+    aggregate = plan.maintenance.aggregate
+    if aggregate is not None and aggregate.global_aggregate:
+        raise Unsupported(
+            "aggregates without GROUP BY are not maintained by this runtime yet; "
+            "group by a constant-free key",
+            field="spec.sql",
+        )
+    bounds = plan.temporal.bounds
+    if not bounds:
+        # Nothing is ever dropped at until without a temporal filter: nothing to replay.
+        sources = [SourceInput(s.name, s.data_ddl, {**s.options, "until": "-1"}) for s in sources]
     _register(spark)
     with _views_lock:
         # Views are session-wide: register and resolve under one lock, so that two
         # dataflows with a source of the same name never see each other's.
         for source in sources:
             _source_frame(spark, source).createOrReplaceTempView(source.name)
-        frame = spark.sql(plan.temporal.sql)
-        for source in sources:
-            spark.catalog.dropTempView(source.name)
-    bounds = plan.temporal.bounds
-    if bounds:
-        frame = _apply_bounds(frame, bounds, until, previous_until)
-    elif until is not None:
+        try:
+            if plan.temporal.staged:
+                assert plan.temporal.inner_sql is not None
+                inner = spark.sql(plan.temporal.inner_sql)
+                filtered = _apply_bounds(inner, bounds, until, previous_until)
+                filtered.createOrReplaceTempView(FILTERED)
+            if strategy is Strategy.AGGREGATE:
+                frame = _aggregate(spark, plan)
+            else:
+                frame = spark.sql(plan.temporal.sql)
+                if bounds:
+                    frame = _apply_bounds(frame, bounds, until, previous_until)
+        finally:
+            for name in [*(s.name for s in sources), FILTERED]:
+                spark.catalog.dropTempView(name)
+    if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
     columns = tuple(c for c in frame.columns if c not in (TIME, DIFF))
     return BuiltDataflow(

@@ -20,15 +20,29 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataflow_operator.runtime.clock import atomic_write_text
 
-__all__ = ["DIFF", "TIME", "ChangelogStore", "StoreUpper"]
+__all__ = ["DIFF", "TIME", "ChangelogStore", "StoreUpper", "consolidate"]
 
 TIME = "__time"
 DIFF = "__diff"
 UPPER_FILE = "_upper.json"
+
+
+def consolidate(table: pa.Table) -> pa.Table:
+    """Sum the diffs of equal ``(row, time)`` updates and drop those that cancel out."""
+    if table.num_rows < 2:
+        return table
+    keys = [c for c in table.column_names if c != DIFF]
+    try:
+        summed = table.group_by(keys, use_threads=False).aggregate([(DIFF, "sum")])
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return table  # a column type Arrow cannot group by: keep the updates as they are
+    summed = summed.rename_columns([*keys, DIFF]).select(table.column_names)
+    return summed.filter(pc.not_equal(summed[DIFF], 0))
 
 
 @dataclass(frozen=True, slots=True)

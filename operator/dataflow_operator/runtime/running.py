@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from dataflow_operator.api.protocol import DataflowReport
@@ -20,7 +21,7 @@ from dataflow_operator.core.hydration import is_hydrated
 from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.build import BuiltDataflow
-from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
+from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, offsets_of
@@ -193,12 +194,10 @@ class RunningDataflow:
 
     def _sink(self, frame: DataFrame, batch: int) -> None:
         """Called by Spark for every batch: persist the updates and the new upper."""
-        table = frame.toArrow()
+        table = consolidate(frame.toArrow())
         upper = self._upper(batch)
         until = self.settings.until.lower
         if until is not None and table.num_rows:
-            import pyarrow.compute as pc
-
             table = table.filter(pc.less(table[TIME], until))  # never emit at/past until
         previous = self.store.read_upper()
         self.store.write(batch, table, upper)
@@ -215,7 +214,7 @@ class RunningDataflow:
             rows = table.to_pylist()
             updates = sorted(
                 ((int(r[TIME]), int(r[DIFF]), tuple(r[c] for c in columns)) for r in rows),
-                key=lambda u: (u[0], -u[1]),
+                key=lambda u: (u[0], u[1]),
             )
             self.on_output(BatchOutput(self.name, batch, upper, columns, updates))
 

@@ -1,0 +1,130 @@
+"""GROUP BY with count/sum/avg, maintained in Spark state (``transformWithStateInPandas``).
+
+The core plans the query (:class:`dataflow_operator.core.incremental.AggregatePlan`):
+partial sums per group and time, running totals per group, and ``transitions_sql`` that
+maps each group's (before, after) totals to the output changelog row-wise. Here:
+
+- :func:`per_row_sql` turns the plan's partial aggregation into its per-row form (the
+  same expressions without SUM and GROUP BY), which a stream can evaluate;
+- :class:`GroupTotals` keeps each group's totals in a ``MapState`` (groups bucketed into
+  a few state keys) and, for each group and time it changes, emits its totals before
+  (diff −1) and after (diff +1) as ``__mz_groups`` rows;
+- :func:`final_changelog_sql` maps those rows to output rows with the plan's
+  ``final_sql`` (row-wise), carrying ``__time`` and ``__diff``.
+
+Not the plan's ``transitions_sql``: its UNION ALL over one stateful stream makes Spark
+run the stateful operators once per branch, with separate state. A before/after pair
+that maps to the same output row cancels out when the sink consolidates its batch.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from sqlglot import exp, parse_one
+
+from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.runtime.changelog_store import DIFF, TIME
+
+__all__ = ["GroupTotals", "final_changelog_sql", "per_row_sql"]
+
+
+def per_row_sql(partial_sql: str) -> str:
+    """``SELECT k, __time, SUM(e) …  GROUP BY k, __time`` as ``SELECT k, __time, e …``.
+
+    Every aggregate of the partial form is a SUM of a per-row expression (the core writes
+    it so), so the per-row terms, summed per group and time, give the partial sums.
+    """
+    tree = parse_one(partial_sql, read="spark")
+    tree.set("group", None)
+    for node in list(tree.find_all(exp.AggFunc)):
+        if not isinstance(node, exp.Sum):
+            raise InvalidSql(
+                f"the partial aggregate {node.sql(dialect='spark')} is not a SUM",
+                field="spec.sql",
+            )
+        node.replace(node.this)
+    return tree.sql(dialect="spark")
+
+
+def final_changelog_sql(final_sql: str) -> str:
+    """The plan's ``final_sql`` (state rows → output rows), passing ``__time``/``__diff``."""
+    tree = parse_one(final_sql, read="spark")
+    if not isinstance(tree, exp.Select):
+        raise InvalidSql("the aggregate's final SQL is not a single SELECT", field="spec.sql")
+    tree.select(exp.column(TIME), exp.column(DIFF), copy=False)
+    return tree.sql(dialect="spark")
+
+
+class GroupTotals(StatefulProcessor):
+    """Running totals per group; before (−1) and after (+1) rows when a group changes.
+
+    Input (by position): ``keys…, __time, sums…, __count, __bucket``. Output: ``keys…,
+    sums…, __count, __time, __diff`` (a group's zero totals before it existed are not
+    emitted: they map to no output row).
+    """
+
+    def __init__(self, keys: int, sums: int) -> None:
+        self.keys = keys
+        self.sums = sums
+
+    def init(self, handle: Any) -> None:
+        """Declare the state: totals by group."""
+        self.totals = handle.getMapState("totals", "g BINARY", "totals BINARY")
+
+    def handleInputRows(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        rows: Iterator[pd.DataFrame],
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
+    ) -> Iterator[pd.DataFrame]:
+        """Apply each group's partial rows in time order, emitting the transitions."""
+        frames = [frame for frame in rows if not frame.empty]
+        if not frames:
+            return
+        frame = pd.concat(frames, ignore_index=True)
+        k, m = self.keys, self.sums
+        values = frame.iloc[:, : k + 1 + m + 1]
+        partials: dict[tuple[Any, ...], dict[int, list[Any]]] = {}
+        for row in values.itertuples(index=False, name=None):
+            group, time, amounts = row[:k], int(row[k]), row[k + 1 :]
+            per_time = partials.setdefault(tuple(group), {})
+            current = per_time.get(time)
+            per_time[time] = (
+                list(amounts)
+                if current is None
+                else [_add(a, b) for a, b in zip(current, amounts, strict=True)]
+            )
+        out: list[tuple[Any, ...]] = []
+        for group, per_time in partials.items():
+            state_key = (pickle.dumps(group),)
+            stored = self.totals.getValue(state_key)
+            totals: list[Any] = pickle.loads(stored[0]) if stored else [0] * (m + 1)
+            for time in sorted(per_time):
+                after = [_add(a, b) for a, b in zip(totals, per_time[time], strict=True)]
+                if totals[-1] != 0:
+                    out.append((*group, *totals, time, -1))
+                if after[-1] != 0:
+                    out.append((*group, *after, time, 1))
+                totals = after
+            if totals[-1] == 0:
+                self.totals.removeKey(state_key)
+            else:
+                self.totals.updateValue(state_key, (pickle.dumps(totals),))
+        if out:
+            yield pd.DataFrame(out, columns=range(len(out[0])))
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None or (isinstance(a, float) and pd.isna(a)):
+        return b
+    if b is None or (isinstance(b, float) and pd.isna(b)):
+        return a
+    return a + b
