@@ -1,7 +1,9 @@
 """``dataflow-operator explain FILE [--name DATAFLOW] [--node-ids]``: print physical plans.
 
-Each dataflow's plan is planned by Spark (local mode) and printed one node per line,
-indented by depth; ``--node-ids`` ends each line with ``// { node_id: N }``, the ids the
+Each dataflow is built as the replica's engine builds it (a streaming DataFrame over its
+sources' schemas; no data is read), planned by Spark in local mode as a micro-batch, and
+printed one node per line, indented by depth; ``--node-ids`` ends each line with
+``// { node_id: N }``, the ids the
 replica reports hydration for (:mod:`dataflow_operator.runtime.plan`). A dataflow that
 fails to plan prints its error on one line and the others still print.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,19 +24,19 @@ from dataflow_operator.api.dataflow import Dataflow, DataflowSpec, Source
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.manifests import load_paths
 from dataflow_operator.core.errors import DomainError
-from dataflow_operator.core.sql_shape import DIFF, FILTERED, TIME
-from dataflow_operator.core.temporal import plan_temporal
-from dataflow_operator.runtime.plan import PlanTree, live_plan
+from dataflow_operator.runtime.plan import PlanTree, executed_plan, live_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from dataflow_operator.runtime.build import BuiltDataflow
+
 __all__ = [
     "FrameBuilder",
     "configure",
+    "engine_frame",
     "error_line",
     "explain_dataflow",
-    "placeholder_frame",
     "run",
 ]
 
@@ -64,35 +67,43 @@ def _source_schema(source: Source) -> str:
     return given.schema_
 
 
-def placeholder_frame(session: SparkSession, name: str, catalog: Catalog) -> DataFrame:
-    """The dataflow's query over empty relations of its sources' schemas.
+def _built(session: SparkSession, name: str, catalog: Catalog, scratch: str) -> BuiltDataflow:
+    from dataflow_operator.runtime.build import SourceInput, Unsupported, build_dataflow
 
-    Enough to plan: each source is an empty view with its declared columns plus the
-    changelog's time and diff; a ``dataflow`` source is the upstream dataflow's own
-    frame. ``mz_now()`` filters are rewritten by :func:`plan_temporal` as the engine does.
-    """
     spec: DataflowSpec = catalog.spec(name)
+    for problem in catalog.problems(name):
+        raise problem.error
+    inputs = []
     for source in spec.sources:
+        # Planning reads only the schema; the reader's options matter once a query runs.
+        options = {"kind": source.kind.value, "path": scratch, "log_dir": scratch}
         if source.dataflow is not None:
-            frame = placeholder_frame(session.newSession(), source.dataflow.name, catalog)
-            frame = session.createDataFrame([], frame.schema)
+            upstream = _built(session.newSession(), source.dataflow.name, catalog, scratch)
+            inputs.append(SourceInput(source.name, upstream.data_ddl, options))
+        elif source.kafka is not None:
+            raise Unsupported(f'source "{source.name}": kafka sources are not wired yet')
         else:
-            schema = f"{_source_schema(source)}, {TIME} BIGINT, {DIFF} BIGINT"
-            frame = session.createDataFrame([], schema)
-        frame.createOrReplaceTempView(source.name)
-    query = plan_temporal(spec.sql, [source.name for source in spec.sources])
-    if query.inner_sql is not None and query.outer_sql is not None:
-        session.sql(query.inner_sql).createOrReplaceTempView(FILTERED)
-        return session.sql(query.outer_sql)
-    return session.sql(query.sql)
+            inputs.append(SourceInput(source.name, _source_schema(source), options))
+    return build_dataflow(session, spec.sql, inputs, None, None)
+
+
+def engine_frame(session: SparkSession, name: str, catalog: Catalog) -> DataFrame:
+    """The streaming DataFrame the replica's engine runs for dataflow ``name``.
+
+    Built by the engine's own builder (:func:`dataflow_operator.runtime.build.build_dataflow`)
+    over its sources' schemas, without reading them: the plan, and so the node ids, are
+    those a replica reports hydration for.
+    """
+    with tempfile.TemporaryDirectory(prefix="dataflow-explain-") as scratch:
+        return _built(session, name, catalog, scratch).frame
 
 
 def explain_dataflow(
-    spark: SparkSession, name: str, catalog: Catalog, build: FrameBuilder = placeholder_frame
+    spark: SparkSession, name: str, catalog: Catalog, build: FrameBuilder = engine_frame
 ) -> PlanTree:
     """The numbered physical plan of dataflow ``name`` (planned in a session of its own)."""
     frame = build(spark.newSession(), name, catalog)
-    return live_plan(frame._jdf.queryExecution().executedPlan(), metrics=False).tree
+    return live_plan(executed_plan(frame), metrics=False).tree
 
 
 def _catalogs(dataflows: Sequence[Dataflow]) -> dict[tuple[str, str], Catalog]:

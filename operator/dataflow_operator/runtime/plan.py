@@ -10,7 +10,10 @@ once through py4j (the only JVM access in this module) into :class:`RawNode` val
 - like Spark's ``explain("formatted")``, the wrappers that only drive execution are not
   nodes: whole-stage codegen and its input adapters, and adaptive execution's
   ``AdaptiveSparkPlan``, query stages and shuffle reads (their operators are walked
-  through). The ids therefore do not move when adaptive execution materializes stages;
+  through). The ids therefore do not move when adaptive execution materializes stages.
+  Nor are projections that output exactly their input (a micro-batch adds one above a
+  scan that read data), so a streaming query's ids are the same in every batch and in
+  :func:`executed_plan`'s explain-time plan;
 - the recursive part of a ``WITH RECURSIVE`` (``UnionLoop`` and the anchor and recursion
   plans Spark keeps beside it) is walked too and flagged :attr:`PlanNode.recursive`.
 
@@ -30,6 +33,7 @@ __all__ = [
     "PlanTree",
     "RawNode",
     "capture_plan",
+    "executed_plan",
     "live_plan",
     "number_plan",
 ]
@@ -44,9 +48,15 @@ TRANSPARENT = frozenset(
         "ResultQueryStageExec",
         "TableCacheQueryStageExec",
         "AQEShuffleReadExec",
+        "IdentityProject",
     }
 )
-"""JVM classes that drive execution but are not operators of their own."""
+"""JVM classes that drive execution but are not operators of their own.
+
+``IdentityProject`` stands for a ``ProjectExec`` whose output is its input's: a streaming
+micro-batch puts one above a scan that has data (the explain-time plan and an empty
+batch have none), so the ids do not depend on whether a batch read anything.
+"""
 
 RECURSIVE = frozenset({"UnionLoopExec", "UnionLoop"})
 """The root of a recursive part of a plan (``WITH RECURSIVE``)."""
@@ -232,6 +242,8 @@ def capture_plan(jplan: Any, *, details: bool = True, metrics: bool = True) -> R
     leave them off for the cheapest walk (structure and names only).
     """
     kind = str(jplan.getClass().getSimpleName())
+    if kind == "ProjectExec" and jplan.output().equals(jplan.child().output()):
+        kind = "IdentityProject"
     children = tuple(
         capture_plan(child, details=details, metrics=metrics)
         for child in _jvm_children(jplan, kind)
@@ -270,3 +282,43 @@ def live_plan(jplan: Any, *, details: bool = True, metrics: bool = True) -> Live
     """Capture and number a JVM plan (see :func:`capture_plan`)."""
     tree, raws = number_plan(capture_plan(jplan, details=details, metrics=metrics))
     return LivePlan(tree, {node_id: raw.handle for node_id, raw in raws.items()})
+
+
+def _scala_module(jvm: Any, name: str) -> Any:
+    return jvm.java.lang.Class.forName(name + "$").getField("MODULE$").get(None)
+
+
+def executed_plan(frame: Any) -> Any:
+    """The JVM executed plan a DataFrame runs with (py4j object).
+
+    A batch frame's is its query execution's. A streaming frame's is the plan of a
+    micro-batch: planned as Spark's own ``explain`` does it (an ``IncrementalExecution``
+    of batch 0, append mode, no checkpoint), so its operators and ids are those of the
+    running query's ``lastExecution`` (its leaves named ``StreamingRelation`` rather
+    than the scans they become).
+    """
+    if not frame.isStreaming:
+        return frame._jdf.queryExecution().executedPlan()
+    session = frame.sparkSession
+    jvm = session._jvm
+    runtime = "org.apache.spark.sql.execution.streaming.runtime."
+    incremental = _scala_module(jvm, runtime + "IncrementalExecution")
+    metadata = _scala_module(
+        jvm, "org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqMetadata"
+    )
+    defaults = [getattr(incremental, f"$lessinit$greater$default${n}")() for n in range(12, 17)]
+    execution = getattr(jvm, runtime + "IncrementalExecution")(
+        session._jsparkSession,
+        frame._jdf.queryExecution().analyzed(),
+        jvm.org.apache.spark.sql.streaming.OutputMode.Append(),
+        "<unknown>",
+        jvm.java.util.UUID.randomUUID(),
+        jvm.java.util.UUID.randomUUID(),
+        0,
+        jvm.scala.Option.empty(),
+        metadata.apply(0, 0, getattr(metadata, "apply$default$3")()),
+        _scala_module(jvm, runtime + "WatermarkPropagator").noop(),
+        False,
+        *defaults,
+    )
+    return execution.executedPlan()
