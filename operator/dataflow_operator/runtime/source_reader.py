@@ -76,13 +76,31 @@ class SourceOptions:
 
 
 class _Chunk(InputPartition):
-    """Files (or upstream parts) to read, at one time (or with their own times)."""
+    """Files (or upstream parts) for one task, and whether it also emits the heartbeat.
 
-    def __init__(self, files: list[str], time: int | None, floor: int, batch_time: int) -> None:
-        self.files = files
-        self.time = time  # None: rows carry their own times (changelog, dataflow)
-        self.floor = floor  # own times below this are advanced to it (late updates)
+    Each item is ``(file, time, floor)``: ``time`` is the time of all its rows (``None``:
+    rows carry their own, as in changelogs and dataflow outputs), and own times below
+    ``floor`` are advanced to it (late updates).
+    """
+
+    def __init__(
+        self, items: list[tuple[str, int | None, int]], batch_time: int, heartbeat: bool
+    ) -> None:
+        self.items = items
         self.batch_time = batch_time
+        self.heartbeat = heartbeat
+
+
+FILES_PER_TASK = 8
+
+
+def _chunks(items: list[tuple[str, int | None, int]], batch_time: int) -> list[_Chunk]:
+    """Items split into tasks; the first task also emits the batch's heartbeat."""
+    groups = [items[i : i + FILES_PER_TASK] for i in range(0, len(items), FILES_PER_TASK)]
+    return [
+        _Chunk(group, batch_time, heartbeat=index == 0)
+        for index, group in enumerate(groups or [[]])
+    ]
 
 
 class ChangelogReader(DataSourceStreamReader):
@@ -137,17 +155,16 @@ class ChangelogReader(DataSourceStreamReader):
             return []
         batch_time = end["upper"] - 1
         kind = self.options.kind
-        chunks: list[_Chunk] = []
+        items: list[tuple[str, int | None, int]] = []
         replay = start["until"] != NO_UNTIL and (
             end["until"] == NO_UNTIL or end["until"] > start["until"]
         )
         if kind == "dataflow":
             store = ChangelogStore(self.options.path)
             if replay:
-                old = [str(p) for _, p in store.parts(-1, start["seq"])]
-                chunks += [_Chunk([f], None, 0, batch_time) for f in old]
-            new = [str(p) for _, p in store.parts(start["seq"], end["seq"])]
-            chunks += [_Chunk([f], None, start["upper"], batch_time) for f in new]
+                items += [(str(p), None, 0) for _, p in store.parts(-1, start["seq"])]
+            new = store.parts(start["seq"], end["seq"])
+            items += [(str(p), None, start["upper"]) for _, p in new]
         else:
             files = self._read_files_log()
             own = kind == "changelog"
@@ -156,17 +173,12 @@ class ChangelogReader(DataSourceStreamReader):
                 for index, name in enumerate(files[: start["seq"]]):
                     time = None if own else times.get(index)
                     if own or time is not None:
-                        chunks.append(_Chunk([self._full(name)], time, 0, batch_time))
+                        items.append((self._full(name), time, 0))
             if not own:
                 self._log_ingest(start["seq"], end["seq"], batch_time)
             for name in files[start["seq"] : end["seq"]]:
-                chunks.append(
-                    _Chunk(
-                        [self._full(name)], None if own else batch_time, start["upper"], batch_time
-                    )
-                )
-        chunks.append(_Chunk([], None, 0, batch_time))  # the heartbeat
-        return chunks
+                items.append((self._full(name), None if own else batch_time, start["upper"]))
+        return _chunks(items, batch_time)
 
     # --- reading --------------------------------------------------------------------
 
@@ -174,12 +186,11 @@ class ChangelogReader(DataSourceStreamReader):
         """The rows of one chunk (or its heartbeat)."""
         assert isinstance(partition, _Chunk)
         batch_ts = dt.datetime.fromtimestamp(partition.batch_time / 1000, tz=dt.UTC)
-        if not partition.files:
+        if partition.heartbeat:
             yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
-            return
-        for file in partition.files:
-            for values, time, diff in self._updates(file, partition.time):
-                yield (*values, max(time, partition.floor), diff, False, batch_ts)
+        for file, time, floor in partition.items:
+            for values, own_time, diff in self._updates(file, time):
+                yield (*values, max(own_time, floor), diff, False, batch_ts)
 
     def _updates(self, file: str, time: int | None) -> Iterator[tuple[tuple[Any, ...], int, int]]:
         kind = self.options.kind
