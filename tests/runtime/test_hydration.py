@@ -181,3 +181,56 @@ def test_large_snapshot_hydrates_stage_by_stage(spark: SparkSession, tmp_path: P
     operators = {n.id: n.operator for n in final.nodes}
     first = {operators[n.id] for n in partial[0].nodes if n.hydrated}
     assert first and len(first) < len(operators)
+
+
+@pytest.mark.spark
+def test_engine_reports_nodes_hydrating_before_the_dataflow(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Through the replica engine's report: some nodes, then all, then the dataflow."""
+    import threading
+
+    from dataflow_operator.api.dataflow import DataflowSpec
+    from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
+    from dataflow_operator.runtime.insert_command import insert_rows
+
+    events = tmp_path / "events"
+    for chunk in range(4):
+        insert_rows(
+            events, [{"k": i % 50, "v": i} for i in range(chunk * 10_000, (chunk + 1) * 10_000)]
+        )
+    spec = DataflowSpec.model_validate(
+        {
+            "cluster": "default",
+            "kind": "Index",
+            "sources": [
+                {"name": "events", "table": {"path": str(events), "schema": "k INT, v BIGINT"}}
+            ],
+            "sql": "SELECT k, sum(v) AS s, count(*) AS c FROM events GROUP BY k",
+        }
+    )
+    start = int(time.time() * 1000)
+    engine = Engine(spark, EngineConfig(state_dir=tmp_path / "state", start_time=start))
+    seen = []
+    try:
+        assert not engine.apply(dataflows_from([("totals", spec)])).failed
+        step = threading.Thread(target=engine.step, args=(start,), daemon=True)
+        step.start()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            (report,) = engine.report().dataflows
+            seen.append(report)
+            if report.hydrated or report.last_error or not step.is_alive():
+                break
+            time.sleep(0.1)
+        step.join(timeout=240)
+        (final,) = engine.report().dataflows
+    finally:
+        engine.close()
+    assert final.last_error is None
+    assert final.hydrated and final.hydration_time_ms is not None and final.hydration_time_ms > 0
+    assert final.nodes and all(node.hydrated for node in final.nodes)
+    partial = [
+        r for r in seen if not r.hydrated and 0 < sum(n.hydrated for n in r.nodes) < len(r.nodes)
+    ]
+    assert partial, [[n.hydrated for n in r.nodes] for r in seen]
