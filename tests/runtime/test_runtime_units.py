@@ -1,0 +1,125 @@
+"""Unit tests of the runtime's pure parts: values, clock, changelog store, SQL rewrites."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from dataflow_operator.core.durations import Duration
+from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.core.incremental import plan_query
+from dataflow_operator.core.refresh import RefreshSchedule
+from dataflow_operator.runtime.aggregate import final_changelog_sql, per_row_sql
+from dataflow_operator.runtime.changelog_store import ChangelogStore, consolidate
+from dataflow_operator.runtime.clock import ClockFile, TickPlan
+from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.expiry import last_refresh_at_or_before
+from dataflow_operator.runtime.insert_command import insert_rows
+from dataflow_operator.runtime.run_command import format_update
+from dataflow_operator.runtime.source_reader import list_data_files
+from dataflow_operator.runtime.values import BadValue, convert, convert_row, parse_json_lines
+
+
+def test_values_are_read_by_spark_type() -> None:
+    moment = convert("2026-01-01T00:00:00Z", "timestamp")
+    assert moment == dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    assert convert(1767225600000, "timestamp") == moment
+    assert convert("7", "bigint") == 7
+    assert convert("1.5", "decimal(10,2)") == Decimal("1.5")
+    assert convert("true", "boolean") is True
+    assert convert(None, "int") is None
+    with pytest.raises(BadValue):
+        convert(1.5, "bigint")
+    with pytest.raises(BadValue, match="column n"):
+        convert_row({"n": "x"}, [("n", "bigint")])
+    assert convert_row({"A": 1}, [("a", "int"), ("b", "string")]) == (1, None)
+
+
+def test_json_lines_and_their_errors() -> None:
+    assert parse_json_lines('{"a": 1}\n\n{"a": 2}\n', "f") == [{"a": 1}, {"a": 2}]
+    assert parse_json_lines('[{"a": 1}]', "f") == [{"a": 1}]
+    with pytest.raises(BadValue, match="f: line 2: not JSON"):
+        parse_json_lines('{"a": 1}\n{oops\n', "f")
+
+
+def test_changelog_lines_are_tab_separated() -> None:
+    moment = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    assert format_update(5, -1, (moment, "hello", None)) == (
+        "5\t-1\t2026-01-01T00:00:00.000Z\thello\tNULL"
+    )
+
+
+def test_simulated_ticks_end_with_output_complete_to_until() -> None:
+    plan = TickPlan(start=0, tick=10, until=25)
+    assert list(plan.times()) == [0, 10, 20, 24]
+    assert list(TickPlan(start=0, tick=10, until=20).times()) == [0, 10, 19]
+    assert list(TickPlan(start=5, tick=10, batches=3).times()) == [5, 15, 25]
+
+
+def test_clock_file_round_trip(tmp_path: Path) -> None:
+    clock = ClockFile(tmp_path / "clock.json")
+    assert clock.read() is None
+    clock.write(42)
+    assert clock.read() == 42
+
+
+def test_insert_is_one_new_whole_file(tmp_path: Path) -> None:
+    target = insert_rows(tmp_path / "t", [{"a": 1}, {"a": 2}])
+    assert list_data_files(tmp_path / "t") == [target.name]
+    assert [json.loads(line) for line in target.read_text().splitlines()] == [{"a": 1}, {"a": 2}]
+    (tmp_path / "t" / ".in-progress.tmp").write_text("x")
+    assert list_data_files(tmp_path / "t") == [target.name]
+
+
+def test_store_records_parts_then_upper(tmp_path: Path) -> None:
+    store = ChangelogStore(tmp_path / "cl")
+    assert store.read_upper() is None
+    table = pa.table({"a": ["x", "y"], "__time": [1, 2], "__diff": [1, 1]})
+    store.write(0, table, upper=3)
+    store.write(1, None, upper=5)
+    store.write(2, pa.table({"a": ["x"], "__time": [6], "__diff": [-1]}), upper=7)
+    upper = store.read_upper()
+    assert upper is not None and (upper.upper, upper.batch) == (7, 2)
+    assert [batch for batch, _ in store.parts()] == [0, 2]
+    assert [batch for batch, _ in store.parts(after=0)] == [2]
+    assert store.consolidated() == (["a"], [["y", 1]])
+    assert store.consolidated(at=5) == (["a"], [["x", 1], ["y", 1]])
+
+
+def test_consolidate_cancels_equal_updates() -> None:
+    table = pa.table({"a": ["x", "x", "y"], "__time": [1, 1, 1], "__diff": [-1, 1, 2]})
+    assert consolidate(table).to_pylist() == [{"a": "y", "__time": 1, "__diff": 2}]
+
+
+def test_per_row_form_of_the_partial_aggregate() -> None:
+    plan = plan_query("SELECT k, sum(x) AS s, count(*) AS n FROM t GROUP BY k", ["t"])
+    assert plan.maintenance.aggregate is not None
+    rows = per_row_sql(plan.maintenance.sql)
+    assert "GROUP BY" not in rows.upper() and "SUM(" not in rows.upper()
+    assert "__key_0" in rows and "__count" in rows
+    final = final_changelog_sql(plan.maintenance.aggregate.final_sql)
+    assert final.rstrip().endswith("WHERE __count > 0")
+    assert "__time, __diff FROM" in final
+    with pytest.raises(InvalidSql):
+        per_row_sql("SELECT k, max(x) FROM t GROUP BY k")
+
+
+def test_last_refresh_at_or_before() -> None:
+    daily = RefreshSchedule(every=Duration(10), aligned_to=5)
+    assert last_refresh_at_or_before(daily, 4) is None
+    assert last_refresh_at_or_before(daily, 5) == 5
+    assert last_refresh_at_or_before(daily, 24) == 15
+    assert last_refresh_at_or_before(RefreshSchedule(at=(3, 30)), 29) == 3
+
+
+def test_one_line_errors_keep_the_innermost_python_error() -> None:
+    text = "Traceback…\n  File x\nBadValue: a.json: row 3: diff 'x' is not an integer\n\tat y"
+    assert one_line(RuntimeError(text)) == "a.json: row 3: diff 'x' is not an integer"
+    assert one_line(RuntimeError("[STREAM_FAILED] Query failed\nmore")) == (
+        "STREAM_FAILED: Query failed"
+    )
