@@ -367,7 +367,13 @@ class Engine:
             return SourceInput(source.name, built.data_ddl, options)
         if source.kafka is not None:
             self._require_kafka(where)
-            raise Unsupported(f"{where}: kafka sources are not wired in this runtime yet")
+            options |= {
+                "kind": "kafka",
+                "bootstrap_servers": source.kafka.bootstrap_servers,
+                "topic": source.kafka.topic,
+                "format": source.kafka.format,
+            }
+            return SourceInput(source.name, source.kafka.schema_, options)
         settings = source.table or source.files or source.changelog
         assert settings is not None
         path = Path(settings.path)
