@@ -91,6 +91,25 @@ def test_tracker_follows_progress_then_frontier() -> None:
     assert tracker.status() == final
 
 
+def test_recursive_nodes_wait_for_the_recursion() -> None:
+    tree = _tree()
+    ids = {node.operator: node.node_id for node in tree}
+    recursive = {ids["UnionLoop"], ids["Project"], ids["Ref"]}
+
+    def hydrated_after(progress: Progress) -> set[int]:
+        tracker = HydrationTracker("rec", Frontier.at(5))
+        tracker.observe_progress(progress)
+        return {n.id for n in tracker.status().nodes if n.hydrated}
+
+    # the engine says the recursion for as_of is still iterating
+    still = hydrated_after(Progress(tree, frozenset({ids["Exchange"]}), recursion_done=False))
+    assert ids["Scan"] in still and not recursive & still
+    # by default the loop is done once the stage reading its output is
+    assert recursive <= hydrated_after(Progress(tree, frozenset({ids["Exchange"]})))
+    early = hydrated_after(Progress(tree, frozenset({ids["BroadcastExchange"]})))
+    assert not recursive & early
+
+
 def test_constant_dataflow_is_hydrated_at_once() -> None:
     tracker = HydrationTracker("const", Frontier.empty(), clock=lambda: 7)
     status = tracker.status()

@@ -39,6 +39,7 @@ from dataflow_operator.core.time import Frontier
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.plan import (
     BROADCAST_EXCHANGES,
+    RECURSIVE,
     SHUFFLE_EXCHANGES,
     LivePlan,
     PlanTree,
@@ -110,6 +111,14 @@ def hydrated_nodes(
     if not recursion_done:
         hydrated = {n for n in hydrated if not tree.node(n).recursive}
     return hydrated
+
+
+def _loops_done(tree: PlanTree, done_groups: Iterable[int]) -> bool:
+    """Whether every recursion finished: Spark runs a ``UnionLoop``'s iterations before
+    the stage that reads its output, so the loop is done once that stage is."""
+    groups = stage_groups(tree)
+    done = set(done_groups)
+    return all(groups[node.node_id] in done for node in tree if node.kind in RECURSIVE)
 
 
 def _descendants(tree: PlanTree, node_id: int) -> Iterable[int]:
@@ -202,7 +211,7 @@ class HydrationTracker:
             recursion_done = (
                 progress.recursion_done
                 if progress.recursion_done is not None
-                else progress.batch_done or bool(progress.done_groups)
+                else progress.batch_done or _loops_done(progress.tree, progress.done_groups)
             )
             now = hydrated_nodes(
                 progress.tree,
