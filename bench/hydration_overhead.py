@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -71,10 +72,18 @@ def _count(batch: DataFrame, _: int) -> None:
     batch.count()
 
 
+def jvm_cpu_seconds(pid: int) -> float:
+    """User + system CPU the driver JVM has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_once(
     spark: SparkSession, work: Path, run: int, track: bool, interval: float
-) -> tuple[float, TimedProbe | None, int | None]:
-    """One snapshot batch; returns its batch seconds, the probe, and the hydration time."""
+) -> tuple[float, float, TimedProbe | None, int | None]:
+    """One snapshot batch: its seconds, the JVM's CPU seconds, the probe, hydration ms."""
+    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    cpu_before = jvm_cpu_seconds(pid)
     frame = spark.sql(SQL)
     tracker = HydrationTracker(f"bench-{run}", Frontier.at(0))
     monitor = HydrationMonitor(interval=interval)
@@ -96,11 +105,9 @@ def run_once(
     finally:
         query.stop()
         monitor.stop()
-    return (
-        progress["durationMs"]["triggerExecution"] / 1000,
-        probe,
-        tracker.status().hydration_time_ms,
-    )
+    seconds = progress["durationMs"]["triggerExecution"] / 1000
+    cpu = jvm_cpu_seconds(pid) - cpu_before
+    return seconds, cpu, probe, tracker.status().hydration_time_ms
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,23 +134,29 @@ def main(argv: list[str] | None = None) -> int:
         run_once(spark, work, 0, False, args.interval)  # warm-up: JIT, class loading
         off: list[float] = []
         on: list[float] = []
+        cpu_off: list[float] = []
+        cpu_on: list[float] = []
         tracking_seconds: list[float] = []
         tracking_cpu: list[float] = []
         run = 1
         for repeat in range(args.repeats):
             # alternate the order so that drift in the machine's load hits both sides
             for track in (False, True) if repeat % 2 == 0 else (True, False):
-                seconds, probe, hydration_ms = run_once(spark, work, run, track, args.interval)
+                seconds, cpu, probe, hydration_ms = run_once(spark, work, run, track, args.interval)
                 run += 1
                 if probe is None:
                     off.append(seconds)
-                    print(f"run {run - 1}: tracking off  batch {seconds:7.3f} s")
+                    cpu_off.append(cpu)
+                    print(
+                        f"run {run - 1}: tracking off  batch {seconds:7.3f} s  jvm cpu {cpu:6.2f} s"
+                    )
                 else:
                     on.append(seconds)
+                    cpu_on.append(cpu)
                     tracking_seconds.append(probe.seconds / seconds)
                     tracking_cpu.append(probe.cpu_seconds / seconds)
                     print(
-                        f"run {run - 1}: tracking on   batch {seconds:7.3f} s  "
+                        f"run {run - 1}: tracking on   batch {seconds:7.3f} s  jvm cpu {cpu:6.2f} s  "
                         f"polls {probe.polls:3d} taking {probe.seconds * 1000:7.1f} ms "
                         f"(cpu {probe.cpu_seconds * 1000:5.1f} ms)  "
                         f"hydrationTime {hydration_ms} ms"
