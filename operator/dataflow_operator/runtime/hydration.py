@@ -219,7 +219,16 @@ class HydrationTracker:
                 recursion_done=recursion_done,
                 everything=progress.batch_done,
             )
+            new = now - self._hydrated_nodes
             self._hydrated_nodes |= now
+            if new:
+                tree = progress.tree
+                log.info(
+                    "plan nodes hydrated",
+                    dataflow=self.name,
+                    nodes=f"{len(self._hydrated_nodes)}/{len(tree)}",
+                    hydrated=[f"{tree.node(n).operator} ({n})" for n in sorted(new)],
+                )
 
     def _update_dataflow(self) -> None:
         if self._hydration_time_ms is None and is_hydrated(self._frontier, self.as_of):
