@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             str(work / "in")
         ).createOrReplaceTempView("bench_events")
 
-        run_once(spark, work, 0, False, args.interval)  # warm-up: JIT, class loading
+        for warm_up in range(2):  # JIT, class loading
+            run_once(spark, work, -1 - warm_up, warm_up == 1, args.interval)
         off: list[float] = []
         on: list[float] = []
         cpu_off: list[float] = []
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         f"tracking's polls / batch time:    {cost * 100:.3f} % wall (incl. waiting on Spark's locks)"
     )
     print(f"tracking's CPU / batch time:      {cpu * 100:.3f} %  (budget 1 %)")
+    jvm_ratio = statistics.median(cpu_on) / statistics.median(cpu_off)
+    print(f"driver JVM CPU per batch on/off:  {jvm_ratio:.4f}  ({(jvm_ratio - 1) * 100:+.2f} %)")
     return 0
 
 
