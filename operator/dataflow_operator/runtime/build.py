@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
@@ -88,9 +89,15 @@ def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF
 
 
 def _register(spark: SparkSession) -> None:
-    if id(spark) not in _registered:
+    """Register the source format once per session (sessions may share a registry)."""
+    if id(spark) in _registered:
+        return
+    try:
         spark.dataSource.register(ChangelogSource)
-        _registered.add(id(spark))
+    except AnalysisException as error:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(error):
+            raise
+    _registered.add(id(spark))
 
 
 def _kafka_frame(spark: SparkSession, source: SourceInput) -> DataFrame:
