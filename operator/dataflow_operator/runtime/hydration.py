@@ -493,7 +493,12 @@ class DataflowHydration:
         self.tracker: HydrationTracker | None = None
 
     def begin(self, query: Any, as_of: Frontier, job_groups: Iterable[str] = ()) -> None:
-        """Start following ``query``'s next batch, the snapshot at ``as_of``."""
+        """Start following ``query``'s next batch, the snapshot at ``as_of``.
+
+        Nothing changes once the dataflow was found hydrated already (see :meth:`nodes`).
+        """
+        if self.tracker is not None and self.tracker.hydrated:
+            return
         monitor = self._monitor or shared_monitor()
         self.tracker = HydrationTracker(self.name, as_of)
         probe = None
@@ -516,12 +521,14 @@ class DataflowHydration:
     def nodes(self, hydrated: bool = False, query: Any = None) -> list[NodeStatus]:
         """The plan nodes' hydration (all hydrated when the dataflow is).
 
-        A dataflow that hydrated before :meth:`begin` was called (its first batch ran
-        first) still lists its nodes, all hydrated, when its ``query`` is given.
+        A dataflow found hydrated before its snapshot batch's plan was read (its first
+        batch ran before :meth:`begin`) lists the nodes of its query's last execution,
+        all hydrated, when its ``query`` is given.
         """
-        if self.tracker is None and hydrated and query is not None:
-            self._late(query)
         status = self.status()
+        if hydrated and query is not None and (status is None or not status.nodes):
+            self._late(query)
+            status = self.status()
         if status is None:
             return []
         if hydrated and not status.hydrated:
@@ -537,6 +544,7 @@ class DataflowHydration:
         if progress.tree is not None:
             tracker = HydrationTracker(self.name, Frontier.empty())
             tracker.observe_progress(progress)
+            (self._monitor or shared_monitor()).forget(self.name)
             self.tracker = tracker
 
     def stop(self) -> None:
