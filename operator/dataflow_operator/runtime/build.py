@@ -6,16 +6,19 @@ this module wires it onto Spark: each source becomes a streaming changelog
 those streams, the temporal bounds become ``[__lower, __upper)`` and the temporal filter
 runs as a ``transformWithStateInPandas`` operator (:mod:`.temporal_filter`). AGGREGATE
 queries keep their groups' totals in Spark state too (:mod:`.aggregate`); GENERAL ones
-(recompute-and-diff) are not maintained yet and are rejected with a clear error.
+are recomputed per changed time and diffed (:mod:`.general`).
 """
 
 from __future__ import annotations
 
+import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
@@ -32,6 +35,7 @@ from dataflow_operator.core.incremental import (
 from dataflow_operator.core.temporal import TemporalBound
 from dataflow_operator.runtime.aggregate import GroupTotals, final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.source_reader import (
     BATCH_TIME,
     HEARTBEAT,
@@ -77,6 +81,8 @@ class BuiltDataflow:
     data_ddl: str
     stateful: bool
     plan: QueryPlan
+    transform: Callable[[pa.Table, int], pa.Table] | None = None
+    """For GENERAL queries: turns a batch of the stream (input updates) into output updates."""
 
 
 def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF})) -> str:
@@ -241,28 +247,57 @@ def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
         spark.catalog.dropTempView(GROUPS)
 
 
+def _general(
+    spark: SparkSession,
+    plan: QueryPlan,
+    bounds: tuple[TemporalBound, ...],
+    work_dir: Path | None,
+) -> BuiltDataflow:
+    """The GENERAL strategy over the registered inputs (see :mod:`.general`)."""
+    views = {name: spark.table(name) for name in sorted(plan.maintenance.inputs)}
+    schemas = {
+        name: T.StructType([f for f in frame.schema.fields if f.name not in (TIME, DIFF)])
+        for name, frame in views.items()
+    }
+    output = spark.sql(plan.maintenance.snapshot_sql).schema  # analysed over the streams
+    directory = work_dir if work_dir is not None else Path(tempfile.mkdtemp(prefix="general-"))
+    recompute = Recompute(
+        spark,
+        plan.maintenance.snapshot_sql,
+        schemas,
+        output,
+        work_dir=directory,
+        views_lock=_views_lock,
+    )
+    return BuiltDataflow(
+        frame=inputs_changelog(views),
+        columns=tuple(f.name for f in output.fields),
+        data_ddl=ddl_of(output),
+        stateful=bool(bounds),
+        plan=plan,
+        transform=recompute,
+    )
+
+
 def build_dataflow(
     spark: SparkSession,
     sql: str,
     sources: list[SourceInput],
     until: int | None,
     previous_until: int | None,
+    *,
+    work_dir: Path | None = None,
 ) -> BuiltDataflow:
     """The dataflow's output changelog as a streaming DataFrame.
+
+    ``work_dir`` holds a GENERAL query's input history and results (default: a new
+    temporary directory).
 
     Raises :class:`~dataflow_operator.core.errors.DomainError` for SQL the core rejects
     and :class:`Unsupported` for shapes not maintained yet.
     """
     plan = plan_query(sql, [s.name for s in sources])
     strategy = plan.maintenance.strategy
-    if strategy is Strategy.GENERAL:
-        raise Unsupported(
-            "this query needs recompute-and-diff maintenance (joins, DISTINCT, min/max, "
-            "window functions, subqueries, …), which this runtime does not do yet; "
-            "projections, filters, UNION ALL, GROUP BY with count/sum/avg and temporal "
-            "filters are maintained",
-            field="spec.sql",
-        )
     aggregate = plan.maintenance.aggregate
     if aggregate is not None and aggregate.global_aggregate:
         raise Unsupported(
@@ -286,6 +321,8 @@ def build_dataflow(
                 inner = spark.sql(plan.temporal.inner_sql)
                 filtered = _apply_bounds(inner, bounds, until, previous_until)
                 filtered.createOrReplaceTempView(FILTERED)
+            if strategy is Strategy.GENERAL:
+                return _general(spark, plan, bounds, work_dir)
             if strategy is Strategy.AGGREGATE:
                 frame = _aggregate(spark, plan)
             else:

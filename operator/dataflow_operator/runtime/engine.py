@@ -315,7 +315,14 @@ class Engine:
             recorded = int(previous[1][0].get("until", -1))
             previous_until = None if recorded < 0 else recorded
         inputs = [self._source_input(name, layout, source, until) for source in spec.sources]
-        built = build_dataflow(self.spark, spec.sql, inputs, until.lower, previous_until)
+        built = build_dataflow(
+            self.spark,
+            spec.sql,
+            inputs,
+            until.lower,
+            previous_until,
+            work_dir=layout.root / "general",
+        )
         settings = DataflowSettings(
             name=name,
             kind=spec.kind.value,

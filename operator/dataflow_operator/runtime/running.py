@@ -194,7 +194,10 @@ class RunningDataflow:
 
     def _sink(self, frame: DataFrame, batch: int) -> None:
         """Called by Spark for every batch: persist the updates and the new upper."""
-        table = consolidate(frame.toArrow())
+        table = frame.toArrow()
+        if self.built is not None and self.built.transform is not None:
+            table = self.built.transform(table, batch)
+        table = consolidate(table)
         upper = self._upper(batch)
         until = self.settings.until.lower
         if until is not None and table.num_rows:
