@@ -57,12 +57,23 @@ def test_join_and_max_are_maintained_by_recompute_and_diff(
     outputs: list[BatchOutput] = []
     engine = Engine(spark, EngineConfig(tmp_path / "state", T), on_output=outputs.append)
     try:
-        result = engine.apply(dataflows_from([("biggest", spec)]))
+        count = DataflowSpec.model_validate(
+            {
+                "cluster": "c",
+                "kind": "Subscribe",
+                "sources": sources[:1],
+                "sql": "SELECT count(*) AS n FROM orders",
+            }
+        )
+        result = engine.apply(dataflows_from([("biggest", spec), ("count", count)]))
         assert not result.failed, result.failed
         engine.step(T)
         _changelog(orders, "b.json", [{"customer": 1, "amount": 9, "time": 5, "diff": -1}])
         engine.step(T + 1)
-        updates = sorted(u for o in outputs for u in o.updates)
+        updates = sorted(u for o in outputs for u in o.updates if o.dataflow == "biggest")
         assert updates == [(2, 1, ("ada", 9)), (5, -1, ("ada", 9)), (5, 1, ("ada", 5))]
+        # A global aggregate (no GROUP BY) is maintained the same way.
+        counts = sorted(u for o in outputs for u in o.updates if o.dataflow == "count")
+        assert counts == [(2, 1, (2,)), (5, -1, (2,)), (5, 1, (1,))]
     finally:
         engine.close()

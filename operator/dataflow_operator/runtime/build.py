@@ -300,11 +300,8 @@ def build_dataflow(
     strategy = plan.maintenance.strategy
     aggregate = plan.maintenance.aggregate
     if aggregate is not None and aggregate.global_aggregate:
-        raise Unsupported(
-            "aggregates without GROUP BY are not maintained by this runtime yet; "
-            "group by a constant-free key",
-            field="spec.sql",
-        )
+        # One row even over no input: recompute-and-diff gives that without special state.
+        strategy = Strategy.GENERAL
     bounds = plan.temporal.bounds
     if not bounds:
         # Nothing is ever dropped at until without a temporal filter: nothing to replay.
