@@ -16,9 +16,13 @@ from tests.runtime.runs import (
     write_manifests,
 )
 
+from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_OK
+from dataflow_operator.api.protocol import DesiredDataflows
 from dataflow_operator.core.time import format_timestamp
+from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
 from dataflow_operator.runtime.insert_command import insert_rows
+from dataflow_operator.runtime.running import BatchOutput
 
 pytestmark = pytest.mark.spark
 
@@ -55,3 +59,32 @@ def test_chain_of_two_dataflows(spark: SparkSession, tmp_path: Path) -> None:
     ]
     assert result.dataflow("recent")["frontier"] == [T + 31 * DAY]
     assert result.dataflow("loud")["frontier"] == [T + 31 * DAY]
+
+
+def test_changing_the_upstream_restarts_its_readers(spark: SparkSession, tmp_path: Path) -> None:
+    events = tmp_path / "events"
+    insert_rows(events, [{"n": 1}, {"n": 2}])
+    source = table_source("events", events, "n BIGINT")
+
+    def specs(threshold: int) -> DesiredDataflows:
+        up = {"cluster": "c", "kind": "Index", "sources": [source]}
+        up["sql"] = f"SELECT n FROM events WHERE n >= {threshold}"
+        down = {"cluster": "c", "kind": "Subscribe", "sql": "SELECT n * 10 AS m FROM big"}
+        down["sources"] = [{"name": "big", "dataflow": {"name": "big"}}]
+        return dataflows_from(
+            [("big", DataflowSpec.model_validate(up)), ("tens", DataflowSpec.model_validate(down))]
+        )
+
+    outputs: list[BatchOutput] = []
+    engine = Engine(spark, EngineConfig(tmp_path / "state", T), on_output=outputs.append)
+    try:
+        assert not engine.apply(specs(2)).failed
+        engine.step(T)
+        result = engine.apply(specs(1))
+        assert result.reinstalled == ["big", "tens"]
+        engine.step(T + DAY)
+        updates = [sorted(o.updates) for o in outputs if o.updates]
+        assert updates == [[(T, 1, (20,))], [(T + DAY, 1, (10,)), (T + DAY, 1, (20,))]]
+        assert engine.peek("big").rows == [[1, 1], [2, 1]]
+    finally:
+        engine.close()

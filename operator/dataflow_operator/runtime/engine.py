@@ -122,13 +122,26 @@ class Engine:
                 self._drop(name)
                 result.dropped.append(name)
             catalog = Catalog({name: d.spec for name, d in wanted.items()})
+            restarted: set[str] = set()
             for name in self._dependency_order(catalog, wanted):
                 entry = self._entries.get(name)
-                if entry is not None and entry.desired == wanted[name] and entry.error is None:
+                upstream_restarted = bool(restarted & set(self._reads(catalog, name)))
+                if (
+                    entry is not None
+                    and entry.desired == wanted[name]
+                    and entry.error is None
+                    and not upstream_restarted
+                ):
                     result.unchanged.append(name)
                     continue
                 if entry is not None:
                     self._drop(name)
+                layout = self._layout(name, wanted[name].spec)
+                if upstream_restarted or self._spec_changed(layout, wanted[name].spec):
+                    restarted.add(name)  # its output starts over: so do its readers
+                if upstream_restarted:
+                    # Its input starts over (a new upstream changelog): so does it.
+                    shutil.rmtree(layout.root, ignore_errors=True)
                 error = self._install(catalog, wanted[name])
                 (result.reinstalled if entry is not None else result.installed).append(name)
                 if error is not None:
@@ -273,6 +286,13 @@ class Engine:
             order.extend(n for n in chain if n not in order)
         return order
 
+    @staticmethod
+    def _reads(catalog: Catalog, name: str) -> list[str]:
+        try:
+            return catalog.upstream(name)
+        except DomainError:
+            return []
+
     def _drop(self, name: str) -> None:
         entry = self._entries.pop(name, None)
         if entry is not None and entry.running is not None:
@@ -340,6 +360,13 @@ class Engine:
         )
         running.start(built)
         return running
+
+    @staticmethod
+    def _spec_changed(layout: DataflowLayout, spec: DataflowSpec) -> bool:
+        """True when the state on disk was made for another spec (and will be reset)."""
+        if not layout.spec_file.exists():
+            return False
+        return layout.spec_file.read_text(encoding="utf-8") != spec.model_dump_json(by_alias=True)
 
     def _reset_if_changed(self, layout: DataflowLayout, spec: DataflowSpec) -> None:
         """A changed spec starts over: its old checkpoint and changelog are for another query."""
