@@ -9,7 +9,7 @@ Spark finishes the snapshot batch:
   boundaries are the exchanges, so the nodes are grouped by the nearest exchange at or
   above them (:func:`stage_groups`): a shuffle exchange's group is done when the map
   stage writing its shuffle has completed, a broadcast exchange's when its broadcast is
-  built, the root's group when the stage computing the plan's output has completed;
+  built, the root's group (the last stage) when the batch has completed;
 - a node whose consumer is hydrated is hydrated too (its output was consumed whole);
 - nodes inside a recursive part (under ``UnionLoop``) only once the recursion for
   ``as_of`` has finished;
@@ -273,7 +273,7 @@ class _Batch:
     plan: LivePlan
     groups: dict[int, int]
     targets: dict[int, int] = field(default_factory=dict)
-    """Stage group → the RDD computed last by the stage that completes it."""
+    """Shuffle exchange's group → the RDD its map stage computes last."""
     stages: dict[int, int] = field(default_factory=dict)
     """Stage group → the id of that stage, once found."""
     done: set[int] = field(default_factory=set)
@@ -304,6 +304,7 @@ class StreamingQueryProbe:
         self._batch: _Batch | None = None
         self._job_stages: dict[int, tuple[int, ...]] = {}
         self._stage_rdds: dict[int, frozenset[int]] = {}
+        self._fields: dict[str, Any] = {}
 
     def poll(self) -> Progress:
         """See :class:`ProgressProbe`."""
@@ -325,7 +326,6 @@ class StreamingQueryProbe:
             return None  # not planned, or its RDDs not built yet: come back later
         plan = live_plan(execution.executedPlan(), details=False, metrics=False)
         batch = _Batch(int(execution.currentBatchId()), execution, plan, stage_groups(plan.tree))
-        batch.targets = self._targets(batch)
         self._batch = batch
         return batch
 
@@ -349,22 +349,34 @@ class StreamingQueryProbe:
             found.extend(self._ints(self._tracker.getJobIdsForGroup(group)))
         return sorted(found)
 
-    def _targets(self, batch: _Batch) -> dict[int, int]:
-        targets: dict[int, int] = {}
-        for node_id, group in batch.groups.items():
-            if group == node_id and batch.plan.tree.node(node_id).kind in SHUFFLE_EXCHANGES:
-                dependency = batch.plan.handle(node_id).shuffleDependency()
-                targets[group] = int(dependency.rdd().id())
-        if not batch.plan.tree.root.kind.startswith("WriteTo"):
-            # A sink that consumes the plan's RDD (foreachBatch, v1 sinks) built it before
-            # its jobs ran; a v2 write runs inside the plan: its group ends with the batch.
-            targets[ROOT_GROUP] = int(batch.execution.toRdd().id())
-        return targets
+    def _target(self, batch: _Batch, group: int) -> int | None:
+        """The RDD a shuffle exchange's map stage computes last, once Spark has built it.
+
+        Read from the exchange's ``shuffleDependency`` field, never through its lazy
+        accessor: calling that first would build the exchange's input (and run its
+        broadcasts) in this thread instead of the query's.
+        """
+        if group in batch.targets:
+            return batch.targets[group]
+        handle = batch.plan.handle(group)
+        field = self._fields.get(str(handle.getClass().getName()))
+        if field is None:
+            field = handle.getClass().getDeclaredField("shuffleDependency")
+            field.setAccessible(True)
+            self._fields[str(handle.getClass().getName())] = field
+        dependency = field.get(handle)
+        if dependency is None:
+            return None
+        batch.targets[group] = int(dependency.rdd().id())
+        return batch.targets[group]
 
     def _group_done(self, batch: _Batch, group: int) -> bool:
-        if group != ROOT_GROUP and batch.plan.tree.node(group).kind in BROADCAST_EXCHANGES:
+        if group == ROOT_GROUP:
+            return False  # the plan's output is complete when the batch is
+        kind = batch.plan.tree.node(group).kind
+        if kind in BROADCAST_EXCHANGES:
             return bool(batch.plan.handle(group).completionFuture().isCompleted())
-        if group not in batch.targets:
+        if kind not in SHUFFLE_EXCHANGES or self._target(batch, group) is None:
             return False
         if group not in batch.stages:
             self._find_stages(batch)
