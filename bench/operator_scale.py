@@ -188,13 +188,13 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
             await replicas.start()
         config = {
             "DATAFLOW_STATUS_POLL_INTERVAL": args.poll_interval,
-            "DATAFLOW_LOG_LEVEL": "WARNING",
+            "DATAFLOW_LOG_LEVEL": args.operator_log_level,
             "DATAFLOW_REPLICA_IMAGE": "example/dataflow:bench",
         }
         operator = Operator(kubeconfig, tmp / "operator.log", **config)
         await operator.start()
         stack.push_async_callback(operator.stop)
-        await asyncio.sleep(args.warmup)
+        await operator.wait_ready(api, timeout=120)
 
         session = aiohttp.ClientSession()
         stack.push_async_callback(session.close)
@@ -287,6 +287,26 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
             )
             expected = n * args.dataflows_per_replica * args.replicas_per_cluster
             print(f"status entries seen: {len(seen_frontier)} of {expected}", flush=True)
+            listed = await api.list(KubeApi.custom(NAMESPACE, "dataflows"))
+            with_entries = sum(1 for d in listed if (d.get("status") or {}).get("replicas"))
+            installed = sum(len(v) for v in replicas.installed.values())
+            missing: dict[str, int] = {}
+            for d in listed:
+                if not (d.get("status") or {}).get("replicas"):
+                    cluster = d["spec"]["cluster"]
+                    missing[cluster] = missing.get(cluster, 0) + 1
+            if missing:
+                print(f"clusters missing entries (cluster: dataflows): {missing}")
+                example = next(d for d in listed if not (d.get("status") or {}).get("replicas"))
+                print("example:", json.dumps(example.get("status"))[:800])
+                cluster = example["spec"]["cluster"]
+                replica = await api.get(KubeApi.custom(NAMESPACE, "replicas", "r" + cluster[1:]))
+                print("its replica:", json.dumps((replica or {}).get("status"))[:1500])
+            print(
+                f"listed: {with_entries} of {len(listed)} dataflows have replica entries; "
+                f"{installed} installed on the fake replicas",
+                flush=True,
+            )
         stop.set()
         for task in tasks:
             task.cancel()
@@ -305,8 +325,8 @@ def main() -> None:
     parser.add_argument("--advance-every", type=float, default=5.0)
     parser.add_argument("--settle", type=float, default=15.0)
     parser.add_argument("--measure", type=float, default=30.0)
-    parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=180.0)
+    parser.add_argument("--operator-log-level", default="WARNING")
     parser.add_argument("--kubeconfig", help="a real API server instead of the emulator")
     asyncio.run(run(parser.parse_args()))
     own = resource.getrusage(resource.RUSAGE_SELF)

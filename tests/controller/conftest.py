@@ -56,7 +56,7 @@ async def cluster(emulator: tuple[kmock.KubernetesEmulator, Path]) -> AsyncItera
 
 @pytest_asyncio.fixture()
 async def start_operator(
-    emulator: tuple[kmock.KubernetesEmulator, Path], tmp_path: Path
+    emulator: tuple[kmock.KubernetesEmulator, Path], cluster: Cluster, tmp_path: Path
 ) -> AsyncIterator[Callable[..., Any]]:
     """Start the operator (extra config as env names); all are stopped at the end."""
     _, kubeconfig = emulator
@@ -66,6 +66,7 @@ async def start_operator(
         operator = Operator(kubeconfig, tmp_path / "operator.log", **{**FAST, **config})
         await operator.start()
         started.append(operator)
+        await operator.wait_ready(cluster.api)
         return operator
 
     yield start

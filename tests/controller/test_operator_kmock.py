@@ -280,7 +280,7 @@ async def test_operator_killed_mid_restart_converges_to_exactly_one_driver(
 
 
 async def test_killed_repeatedly_during_restarts_never_leaves_two_drivers(
-    cluster: Cluster, start_operator: Start
+    cluster: Cluster, start_operator: Start, operator_log: Callable[[], str]
 ) -> None:
     """Kill the operator at varying moments while a short expiration keeps restarting."""
     await cluster.create("replicas", replica_body(expirationOffset="2s"))
@@ -292,9 +292,25 @@ async def test_killed_repeatedly_during_restarts_never_leaves_two_drivers(
         assert len(await driver_pods(cluster)) <= 1
         await operator.kill()
     await start_operator(DATAFLOW_EXPIRATION_LEAD_TIME="1s")
-    pods = await wait_for(lambda: _len(driver_pods(cluster), 1))
-    replica = await cluster.get("replicas", "r1")
-    assert replica is not None and pods == [replica["status"]["driverPod"]]
+    try:
+        await wait_for(lambda: _len(driver_pods(cluster), 1))
+    except AssertionError:
+        replica = await cluster.get("replicas", "r1")
+        raise AssertionError(
+            f"{await driver_pods(cluster)}; {replica and replica.get('status')}\n{operator_log()[-6000:]}"
+        ) from None
+    # stop the restart loop (a spec change restarts once more), then compare
+    await cluster.api.merge_patch(
+        KubeApi.custom("default", "replicas", "r1"), {"spec": {"expirationOffset": "1h"}}
+    )
+    await wait_for(
+        lambda: _when(
+            cluster.get("replicas", "r1"), lambda r: r["status"]["expirationOffset"] == "1h"
+        )
+    )
+    await wait_for(lambda: _converged(cluster))
+    await asyncio.sleep(1)
+    assert await _converged(cluster)
 
 
 async def test_delete_waits_for_the_replica_then_times_out_with_an_event(
@@ -359,6 +375,13 @@ async def _none(fetch: Any) -> bool:
 async def _len(fetch: Any, size: int) -> Any:
     items = await fetch
     return items if len(items) == size else None
+
+
+async def _converged(cluster: Cluster) -> bool:
+    """Exactly one driver pod, and it is the one the status names."""
+    replica = await cluster.get("replicas", "r1")
+    expected = [replica["status"]["driverPod"]] if replica and replica.get("status") else None
+    return await driver_pods(cluster) == expected
 
 
 async def _pods_are(cluster: Cluster, names: list[str]) -> bool:

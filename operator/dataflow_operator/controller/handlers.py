@@ -36,6 +36,7 @@ from dataflow_operator.controller.status_writer import run_status_writer
 __all__ = ["configure_settings"]
 
 REPLICAS = (GROUP, VERSION, "replicas")
+_VOLATILE_METADATA = {"resourceVersion", "managedFields", "annotations"}
 DATAFLOWS = (GROUP, VERSION, "dataflows")
 
 
@@ -83,11 +84,32 @@ async def cleanup(*, memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.index(*DATAFLOWS)
 async def dataflows_by_cluster(
-    *, namespace: str, body: kopf.Body, **_: Any
+    *, namespace: str, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> dict[tuple[str, str | None], dict[str, Any]]:
-    """Every Dataflow by (namespace, cluster): a replica's desired set, a cluster catalog."""
+    """Every Dataflow's spec by (namespace, cluster): desired sets and cluster catalogs.
+
+    Status and resourceVersion are left out, and an unchanged entry is handed out as the
+    same object, so that status writes do not invalidate the cluster's memoized view.
+    """
+    metadata = {
+        k: v for k, v in (body.get("metadata") or {}).items() if k not in _VOLATILE_METADATA
+    }
+    entry = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": metadata,
+        "spec": body.get("spec"),
+    }
+    state: OperatorState | None = memo.get("state")
+    if state is not None:  # the status writer's starting point after a restart
+        state.seen_status[(namespace, str(metadata.get("name")))] = body.get("status") or {}
+    key = json.dumps(entry, sort_keys=True, default=str)
+    cached = memo.get("indexed")
+    if cached is None or cached[0] != key:
+        cached = (key, copy.deepcopy(entry))
+        memo["indexed"] = cached
     cluster = (body.get("spec") or {}).get("cluster")
-    return {(namespace, cluster): copy.deepcopy(dict(body))}
+    return {(namespace, cluster): cached[1]}
 
 
 @kopf.index("v1", "pods", labels={LABEL_ROLE: ROLE_DRIVER, LABEL_REPLICA: kopf.PRESENT})

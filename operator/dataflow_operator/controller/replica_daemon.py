@@ -30,7 +30,7 @@ from dataflow_operator.controller.manifests import (
     control_address,
 )
 from dataflow_operator.controller.naming import label_value
-from dataflow_operator.controller.observation import PodObservation
+from dataflow_operator.controller.observation import PodObservation, observe_pod
 from dataflow_operator.controller.replica_logic import (
     ActionKind,
     ControlObservation,
@@ -177,6 +177,7 @@ async def _iteration(
     pods = [p for p in driver_pods.get((namespace, label_value(name)), []) if p.name]
     driver = next((p for p in pods if p.name == status.driver_pod), None)
     others = tuple(p for p in pods if p.name != status.driver_pod)
+    driver, others = await _confirm(state.kube, namespace, status, driver, others)
     if driver is None or driver.deleting:
         rt.driver_missing_since = rt.driver_missing_since or now
     else:
@@ -213,6 +214,32 @@ async def _iteration(
     elif rt.report is not None or rt.ready:
         _forget_control(state, rt, namespace)
     return _min(delay, config.reconcile_interval.millis) or 0
+
+
+async def _confirm(
+    kube: KubeApi,
+    namespace: str,
+    status: ReplicaStatus,
+    driver: PodObservation | None,
+    others: tuple[PodObservation, ...],
+) -> tuple[PodObservation | None, tuple[PodObservation, ...]]:
+    """Ask the API server directly where the watch-fed index and the plan disagree.
+
+    Before a pod counts as missing (lost, or never created), and while a new attempt
+    waits for older pods to go, a GET settles it: a watch can lag or, on emulators,
+    drop events, and neither may cost a second driver or a stuck restart.
+    """
+    if driver is None and status.driver_pod:
+        found = await kube.get(KubeApi.core(namespace, "pods", status.driver_pod))
+        if found is not None:
+            driver = observe_pod(found)
+    if others and status.phase == Phase.CREATING.value:
+        confirmed = []
+        for pod in others:
+            if await kube.get(KubeApi.core(namespace, "pods", pod.name)) is not None:
+                confirmed.append(pod)
+        others = tuple(confirmed)
+    return driver, others
 
 
 def _offset_ms(offset: str | None) -> int:

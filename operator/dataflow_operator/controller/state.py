@@ -91,10 +91,13 @@ class OperatorState:
         self.writer_wake = asyncio.Event()
         self.announced: dict[Key, tuple[str, str]] = {}
         """(namespace, dataflow) → the validity last announced in an Event."""
+        self.seen_status: dict[Key, Mapping[str, Any]] = {}
+        """(namespace, dataflow) → its status as last seen on the watch."""
         self.cluster_digests: dict[Key, str] = {}
         """(namespace, cluster) → digest of its specs when last acted upon."""
         self._parsed: dict[str, Dataflow | ValidationError] = {}
         self._validity: dict[str, Validity] = {}
+        self._by_identity: dict[tuple[str, str], tuple[tuple[Any, ...], ClusterView]] = {}
         self._views: dict[tuple[str, str], tuple[str, ClusterView]] = {}
         self.metrics.watch_replicas(self.samples, now_ms)
 
@@ -141,7 +144,26 @@ class OperatorState:
     def cluster_view(
         self, namespace: str, cluster: str, bodies: Iterable[Mapping[str, Any]]
     ) -> ClusterView:
-        """Parse and validate the cluster's Dataflows (memoized on their content)."""
+        """Parse and validate the cluster's Dataflows (memoized on their content).
+
+        The index hands out the same body objects while their specs do not change, so
+        the common case is an identity check.
+        """
+        bodies = list(bodies)
+        known = self._by_identity.get((namespace, cluster))
+        if (
+            known is not None
+            and len(known[0]) == len(bodies)
+            and all(a is b for a, b in zip(known[0], bodies, strict=True))
+        ):
+            return known[1]
+        view = self._cluster_view(namespace, cluster, bodies)
+        self._by_identity[(namespace, cluster)] = (tuple(bodies), view)
+        return view
+
+    def _cluster_view(
+        self, namespace: str, cluster: str, bodies: list[Mapping[str, Any]]
+    ) -> ClusterView:
         relevant = [
             {k: body.get(k) for k in ("apiVersion", "kind", "metadata", "spec")} for body in bodies
         ]

@@ -64,6 +64,8 @@ async def run_status_writer(
                     "status write failed", namespace=namespace, name=name, error=str(error)
                 )
                 state.dirty.setdefault(key, since)
+            except Exception:  # one bad object must not stop every Dataflow's status
+                _log.exception("status computation failed", namespace=namespace, name=name)
 
     while True:
         await state.writer_wake.wait()
@@ -88,12 +90,16 @@ async def _write(
     bodies: Any = dataflows.get((namespace, cluster), [])
     body = _find(bodies, name)
     if body is None:
+        _log.debug("status skipped: not indexed", namespace=namespace, name=name)
         written.pop((namespace, name), None)
+        state.seen_status.pop((namespace, name), None)
         return
     view = state.cluster_view(namespace, cluster, bodies)
     validity = view.validity.get(name) or Validity(False, "InvalidSpec", "not parsed")
+    last_seen = state.seen_status.get((namespace, name), {})
+    previous = written.get((namespace, name), last_seen)
     try:
-        old = DataflowStatus.model_validate(body.get("status") or {})
+        old = DataflowStatus.model_validate(previous)
     except ValidationError:
         old = DataflowStatus()
     seen = []
@@ -104,11 +110,11 @@ async def _write(
         seen.append(ReplicaSeen(replica, rt.ready, report))
     generation = (body.get("metadata") or {}).get("generation")
     new = dataflow_status(generation, old, validity, seen, now_ms()).to_wire()
-    previous = written.get((namespace, name), body.get("status") or {})
     patch = status_patch(previous, new)
     if patch:
         await state.kube.merge_patch(
             KubeApi.custom(namespace, "dataflows", name, status=True), {"status": patch}
         )
         state.metrics.status_lag_seconds.observe(max(0, now_ms() - since) / 1000)
+        _log.debug("status written", namespace=namespace, name=name, keys=sorted(patch))
     written[(namespace, name)] = new
