@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 FrameBuilder = Callable[["SparkSession", str, Catalog], "DataFrame"]
-"""Builds the DataFrame a dataflow runs, in a session of its own (its sources as views)."""
+"""Builds the streaming DataFrame the engine runs for a dataflow (sources by schema only)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +78,7 @@ def _built(session: SparkSession, name: str, catalog: Catalog, scratch: str) -> 
         # Planning reads only the schema; the reader's options matter once a query runs.
         options = {"kind": source.kind.value, "path": scratch, "log_dir": scratch}
         if source.dataflow is not None:
-            upstream = _built(session.newSession(), source.dataflow.name, catalog, scratch)
+            upstream = _built(session, source.dataflow.name, catalog, scratch)
             inputs.append(SourceInput(source.name, upstream.data_ddl, options))
         elif source.kafka is not None:
             raise Unsupported(f'source "{source.name}": kafka sources are not wired yet')
@@ -101,8 +101,12 @@ def engine_frame(session: SparkSession, name: str, catalog: Catalog) -> DataFram
 def explain_dataflow(
     spark: SparkSession, name: str, catalog: Catalog, build: FrameBuilder = engine_frame
 ) -> PlanTree:
-    """The numbered physical plan of dataflow ``name`` (planned in a session of its own)."""
-    frame = build(spark.newSession(), name, catalog)
+    """The numbered physical plan of dataflow ``name``.
+
+    Planned in ``spark`` itself: the engine's builder registers its sources' views under
+    a lock and drops them again, and registers its data source once per session.
+    """
+    frame = build(spark, name, catalog)
     return live_plan(executed_plan(frame), metrics=False).tree
 
 
