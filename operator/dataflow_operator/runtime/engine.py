@@ -235,6 +235,9 @@ class Engine:
             self.step(time)
             if after_batch is not None:
                 after_batch(self)
+            if self._entries and len(self.failures()) == len(self._entries):
+                log.error("every dataflow failed; stopping")
+                break
         return EXIT_FAILED if self.failures() else EXIT_OK
 
     def expire(self, now: Timestamp) -> str:

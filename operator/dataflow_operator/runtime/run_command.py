@@ -59,7 +59,13 @@ def _duration(text: str) -> Duration:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``run``."""
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="manifests")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="manifests: the Dataflows of the first Replica's cluster run (all, without one)",
+    )
     parser.add_argument(
         "--start-time", type=_timestamp, help="replica start (RFC 3339 or epoch ms; default now)"
     )
@@ -68,13 +74,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_duration,
         help="expiration offset (default: the Replica manifest's; 0 disables)",
     )
-    parser.add_argument("--clock", choices=["wall", "simulated"], default="wall")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "simulated"],
+        default="wall",
+        help="wall: batches at the wall clock's time; simulated: --start-time + k * --tick",
+    )
     parser.add_argument("--tick", type=_duration, help="time between batches (default 1s)")
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument("--until", type=_timestamp, help="stop once the output is complete to T")
     stop.add_argument("--batches", type=int, help="stop after N batches")
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-    parser.add_argument("--status-file", type=Path, help="write the replica status JSON here")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        help="checkpoints and changelogs; a later run with the same one resumes (default: state)",
+    )
+    parser.add_argument(
+        "--status-file", type=Path, help="write the replica status JSON here after each batch"
+    )
 
 
 def format_update(time: int, diff: int, values: tuple[object, ...]) -> str:
