@@ -12,6 +12,7 @@ from tests.runtime.runs import DAY, T
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.time import format_timestamp
+from dataflow_operator.runtime.changelog_store import ChangelogStore
 from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
 from dataflow_operator.runtime.insert_command import insert_rows
 from dataflow_operator.runtime.running import BatchOutput
@@ -43,14 +44,19 @@ def test_sum_per_key_over_a_changelog_with_its_own_times(
         "timeline": {"external": "erp"},
     }
     sql = "SELECT id, sum(amount) AS total, count(*) AS n FROM orders GROUP BY id"
+    sink = tmp_path / "archive"
     specs = [
         (
             name,
             DataflowSpec.model_validate(
-                {"cluster": "c", "kind": kind, "sources": [source], "sql": sql}
+                {"cluster": "c", "kind": kind, "sources": [source], "sql": sql, **extra}
             ),
         )
-        for name, kind in (("totals", "Index"), ("feed", "Subscribe"))
+        for name, kind, extra in (
+            ("totals", "Index", {}),
+            ("feed", "Subscribe", {}),
+            ("archive", "MaterializedView", {"sink": {"path": str(sink)}}),
+        )
     ]
     outputs: list[BatchOutput] = []
     engine = Engine(spark, EngineConfig(tmp_path / "state", T), on_output=outputs.append)
@@ -71,6 +77,10 @@ def test_sum_per_key_over_a_changelog_with_its_own_times(
         peek = engine.peek("totals")
         assert peek.columns == ["id", "total", "n"]
         assert peek.rows == [[1, 15.0, 2, 1]]
+        archived = ChangelogStore(sink)  # a MaterializedView's changelog, upper beside it
+        upper = archived.read_upper()
+        assert upper is not None and upper.upper == 10
+        assert archived.consolidated() == (["id", "total", "n"], [[1, 15.0, 2, 1]])
         report = {d.name: d for d in engine.report().dataflows}
         assert report["totals"].frontier == [10]
         assert report["totals"].expiration is None  # an external timeline never expires
