@@ -123,3 +123,10 @@ def test_one_line_errors_keep_the_innermost_python_error() -> None:
     assert one_line(RuntimeError("[STREAM_FAILED] Query failed\nmore")) == (
         "STREAM_FAILED: Query failed"
     )
+
+
+def test_data_errors_are_not_retried_but_lost_workers_are() -> None:
+    from dataflow_operator.runtime.errors import is_data_error
+
+    assert is_data_error(RuntimeError("…\nBadValue: a.json: row 1: diff 'x' is not an integer"))
+    assert not is_data_error(RuntimeError("[STREAM_FAILED] Python worker failed to connect back"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["one_line"]
+__all__ = ["is_data_error", "one_line"]
 
 _PYTHON_ERROR = re.compile(
     r"^\s*(?:[\w.]+\.)?(BadValue|ValueError|FileNotFoundError|KeyError|TypeError|"
@@ -27,3 +27,9 @@ def one_line(error: BaseException) -> str:
         return f"{classed.group(1)}: {classed.group(2)}".strip()[:MAX_LENGTH]
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
     return first[:MAX_LENGTH]
+
+
+def is_data_error(error: BaseException) -> bool:
+    """True when ``error`` comes from the data or the query (retrying gives it again)."""
+    text = str(error)
+    return bool(_PYTHON_ERROR.search(text)) or "AnalysisException" in type(error).__name__

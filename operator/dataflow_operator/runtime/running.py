@@ -22,7 +22,7 @@ from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.build import BuiltDataflow
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
-from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets, offsets_of
 
@@ -33,6 +33,8 @@ log = get_logger(__name__)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 QUERY_CONF = (SHUFFLE_PARTITIONS, CHANGELOG_CHECKPOINTING)
+RETRIES = 2
+"""Restarts of a query that failed for a reason other than its data."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,9 @@ class RunningDataflow:
         recorded = self.store.read_upper()
         if recorded is not None:
             self.status.frontier = Frontier.at(recorded.upper)
+        self._start_query(built)
+
+    def _start_query(self, built: BuiltDataflow) -> None:
         context = self.spark.sparkContext
         context.setJobGroup(self.tag, f"dataflow {self.name}", interruptOnCancel=True)
         context.addJobTag(self.tag)
@@ -154,10 +159,22 @@ class RunningDataflow:
         """Block until the query has processed everything its sources offer now."""
         if self.query is None or self.failed:
             return
-        try:
-            self.query.processAllAvailable()
-        except Exception as error:
-            self.fail(one_line(error))
+        for attempt in range(RETRIES + 1):
+            try:
+                self.query.processAllAvailable()
+                break
+            except Exception as error:
+                message = one_line(error)
+                if attempt == RETRIES or is_data_error(error) or self.built is None:
+                    self.fail(message)
+                    break
+                # A worker that did not start, a lost connection: the checkpoint makes a
+                # restart safe (the batch is redone, its output written once).
+                log.warning(
+                    "dataflow query failed; restarting it", dataflow=self.name, error=message
+                )
+                self._stop_query()
+                self._start_query(self.built)
         self._read_progress()
 
     def fail(self, message: str) -> None:
@@ -168,6 +185,9 @@ class RunningDataflow:
     def stop(self) -> None:
         """Stop the query and cancel its jobs, quietly."""
         self.hydration.stop()
+        self._stop_query()
+
+    def _stop_query(self) -> None:
         if self.query is None:
             return
         context = self.spark.sparkContext
