@@ -142,6 +142,8 @@ class Engine:
                 if upstream_restarted:
                     # Its input starts over (a new upstream changelog): so does it.
                     shutil.rmtree(layout.root, ignore_errors=True)
+                    if layout.sink is not None:
+                        shutil.rmtree(layout.sink, ignore_errors=True)
                 error = self._install(catalog, wanted[name])
                 (result.reinstalled if entry is not None else result.installed).append(name)
                 if error is not None:
