@@ -244,11 +244,16 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
         ]
         semaphore = asyncio.Semaphore(32)
 
+        done = [0]
+
         async def create(plural: str, body: dict[str, Any]) -> None:
             async with semaphore:
                 if plural == "replicas":
                     created[body["metadata"]["name"]] = time.monotonic()
                 await api.create(KubeApi.custom(NAMESPACE, plural), body)
+                done[0] += 1
+                if done[0] % 2000 == 0:
+                    print(f"  {done[0]} {plural} created", flush=True)
 
         t0 = time.monotonic()
         bodies = []

@@ -62,8 +62,8 @@ async def start_operator(
     _, kubeconfig = emulator
     started: list[Operator] = []
 
-    async def start(**config: str) -> Operator:
-        operator = Operator(kubeconfig, tmp_path / "operator.log", **{**FAST, **config})
+    async def start(*args: str, **config: str) -> Operator:
+        operator = Operator(kubeconfig, tmp_path / "operator.log", args=args, **{**FAST, **config})
         await operator.start()
         started.append(operator)
         await operator.wait_ready(cluster.api)

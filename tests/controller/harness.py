@@ -160,7 +160,10 @@ current-context: kmock
 class Operator:
     """``dataflow-operator operator -A --standalone`` as a subprocess."""
 
-    def __init__(self, kubeconfig: Path, log: Path, **config: str) -> None:
+    def __init__(
+        self, kubeconfig: Path, log: Path, *, args: tuple[str, ...] = (), **config: str
+    ) -> None:
+        self.args = args
         self.kubeconfig = kubeconfig
         self.log = log
         self.config = config
@@ -186,6 +189,7 @@ class Operator:
             "operator",
             "-A",
             "--standalone",
+            *self.args,
             env=env,
             stdout=handle,
             stderr=handle,

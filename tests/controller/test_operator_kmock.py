@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
 import pytest
 
 from dataflow_operator.api import injection
@@ -96,6 +98,38 @@ async def test_driver_pod_carries_the_injected_start_time_and_offset(
         "expirationOffset", "driverPod", "attempt", "consecutiveFailures", "restarts",
         "totalRestarts", "specHash", "phase", "pendingRestart", "nextAttemptAtMs",
     }  # fmt: skip
+
+
+async def test_metrics_and_liveness_endpoints(
+    cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
+) -> None:
+    metrics_port, liveness_port = _free_port(), _free_port()
+    await start_operator(
+        "--liveness", f"http://127.0.0.1:{liveness_port}/healthz",
+        DATAFLOW_METRICS_PORT=str(metrics_port),
+        DATAFLOW_EXPIRATION_LEAD_TIME="1s",
+    )  # fmt: skip
+    await cluster.create(
+        "replicas", replica_body(address=fake_replica.address, expirationOffset="1h")
+    )
+    await make_ready(cluster, "r1-driver-1")
+    await wait_for(
+        lambda: _when(
+            cluster.get("replicas", "r1"), lambda r: condition(r, "Ready").get("status") == "True"
+        )
+    )
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{liveness_port}/healthz") as response:
+            assert response.status == 200
+        async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as response:
+            text = await response.text()
+    assert 'dataflow_operator_replicas{condition="Ready",status="True"} 1.0' in text
+    assert (
+        'dataflow_operator_replica_seconds_until_expiration{namespace="default",replica="r1"}'
+        in text
+    )
+    assert "dataflow_operator_reconcile_duration_seconds_bucket" in text
+    assert "dataflow_operator_status_lag_seconds" in text
 
 
 async def test_ready_replica_installs_dataflows_and_reports_hydration(
@@ -357,6 +391,13 @@ async def test_new_replica_gets_every_dataflow_and_a_deleted_one_leaves_status(
 
 
 # -- small probes -------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 async def _value(value: Any) -> Any:
