@@ -50,11 +50,21 @@ class Emulator(kmock.KubernetesEmulator):
     kopf posts its Events with ``generateName``; without this, every Event after the
     first would be a 409 here (and only here).
 
-    It also forgets served requests: kmock matches each request against its whole
+    It also looks named objects up by key instead of scanning them all, and forgets
+    served requests: kmock matches each request against its whole
     request history (quadratic; ~20 ms per request after a few hundred), which made the
     emulator, not the operator, the bottleneck of any test or benchmark at scale. Tests
     here assert on objects, never on kmock's request log.
     """
+
+    def _KubernetesEmulator__get_objs(self, request: Any, strict: bool) -> list[Any]:
+        """kmock scans every object for every request; look named objects up directly."""
+        if request.name is not None and (strict or request.namespace is not None):
+            found = self._objects._objects.get((request.resource, request.namespace, request.name))
+            return [found] if found is not None else []
+        scan = kmock.KubernetesEmulator._KubernetesEmulator__get_objs  # type: ignore[attr-defined]
+        result: list[Any] = scan(self, request, strict)
+        return result
 
     async def _handle(self, request: Any) -> Any:
         del self._requests[:-1]
