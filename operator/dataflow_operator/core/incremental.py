@@ -50,6 +50,7 @@ from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.sql_shape import (
     DIFF,
     FILTERED,
+    NOT_AGGREGATE_ARGS,
     TIME,
     cte_names,
     from_table,
@@ -250,21 +251,6 @@ def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
 
 # --- AGGREGATE ------------------------------------------------------------------------
 
-_NOT_AGGREGATE_ARGS = (
-    "with_",
-    "with",
-    "distinct",
-    "qualify",
-    "windows",
-    "order",
-    "sort",
-    "distribute",
-    "cluster",
-    "limit",
-    "offset",
-    "sample",
-)
-
 
 class _NotSupported(Exception):
     """The query is not of the AGGREGATE shape (it is then GENERAL)."""
@@ -272,7 +258,7 @@ class _NotSupported(Exception):
 
 def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, AggregatePlan] | None:
     """The partial SQL and aggregate plan of ``select``, or ``None`` if it is not one."""
-    if any(select.args.get(key) for key in _NOT_AGGREGATE_ARGS):
+    if any(select.args.get(key) for key in NOT_AGGREGATE_ARGS):
         return None
     table = from_table(select, ctes)
     if table is None:

@@ -235,12 +235,10 @@ def set_from_table(select: exp.Select, table: exp.Table) -> None:
     select.set(_from_key(select), exp.From(this=table))
 
 
-_NOT_LINEAR_ARGS = (
+NOT_AGGREGATE_ARGS = (
     "with_",
     "with",
     "distinct",
-    "group",
-    "having",
     "qualify",
     "windows",
     "order",
@@ -251,6 +249,8 @@ _NOT_LINEAR_ARGS = (
     "offset",
     "sample",
 )
+"""SELECT clauses that make a query neither LINEAR nor AGGREGATE."""
+_NOT_LINEAR_ARGS = (*NOT_AGGREGATE_ARGS, "group", "having")
 
 
 def is_linear_select(select: exp.Select, ctes: frozenset[str] = frozenset()) -> bool:
