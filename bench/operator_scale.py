@@ -301,12 +301,11 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
                     cluster = d["spec"]["cluster"]
                     missing[cluster] = missing.get(cluster, 0) + 1
             if missing:
-                print(f"clusters missing entries (cluster: dataflows): {missing}")
-                example = next(d for d in listed if not (d.get("status") or {}).get("replicas"))
-                print("example:", json.dumps(example.get("status"))[:800])
-                cluster = example["spec"]["cluster"]
-                replica = await api.get(KubeApi.custom(NAMESPACE, "replicas", "r" + cluster[1:]))
-                print("its replica:", json.dumps((replica or {}).get("status"))[:1500])
+                without_status = sum(1 for d in listed if not d.get("status"))
+                print(
+                    f"{len(missing)} clusters have dataflows without replica entries; "
+                    f"{without_status} dataflows have no status at all (not processed yet)"
+                )
             print(
                 f"listed: {with_entries} of {len(listed)} dataflows have replica entries; "
                 f"{installed} installed on the fake replicas",

@@ -174,6 +174,8 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
     )
     entry = df["status"]["replicas"][0]
     assert (entry["replica"], entry["hydrated"], entry["hydrationTime"]) == ("r1", True, "2s500ms")
+    await wait_for(lambda: _events(cluster, "df1", "Hydrated"))
+    await wait_for(lambda: _events(cluster, "df1", "Accepted"))
     # editing a dataflow reinstalls it; the replica is not restarted
     await cluster.api.merge_patch(
         KubeApi.custom("default", "dataflows", "df1"), {"spec": {"sql": "SELECT ts FROM events"}}
@@ -327,7 +329,7 @@ async def test_killed_repeatedly_during_restarts_never_leaves_two_drivers(
         await operator.kill()
     await start_operator(DATAFLOW_EXPIRATION_LEAD_TIME="1s")
     try:
-        await wait_for(lambda: _len(driver_pods(cluster), 1))
+        await wait_for(lambda: _len(driver_pods(cluster), 1), timeout=40)
     except AssertionError:
         replica = await cluster.get("replicas", "r1")
         raise AssertionError(

@@ -16,7 +16,7 @@ import kopf
 
 from dataflow_operator.controller.state import OperatorState
 
-__all__ = ["dataflow_changed", "dataflow_deleted"]
+__all__ = ["announce_hydration", "dataflow_changed", "dataflow_deleted"]
 
 
 def _cluster(body: Mapping[str, Any]) -> str | None:
@@ -57,13 +57,38 @@ def dataflow_changed(
                 kopf.warn(body, reason=validity.reason, message=validity.message)
             elif validity.reason == "Valid":
                 replicas = len(state.replicas_of(namespace, cluster))
-                kopf.info(body, reason="Accepted", message=f"installing on {replicas} replica(s)")
+                kopf.event(
+                    body,
+                    type="Normal",
+                    reason="Accepted",
+                    message=f"installing on {replicas} replica(s)",
+                )
     if state.cluster_digests.get((namespace, cluster)) != view.digest:
         state.cluster_digests[(namespace, cluster)] = view.digest
         state.mark_dirty(namespace, cluster, [*view.dataflows, *view.invalid_schema])
         state.wake_cluster(namespace, cluster)
     elif not deleted and body.get("status") is None:
         state.mark_dirty(namespace, cluster, [name])
+
+
+def announce_hydration(body: kopf.Body, memo: kopf.Memo) -> None:
+    """An Event when the Hydrated condition (written by the status writer) flips.
+
+    Seen on the watch, in the object's own handler, so that kopf can post it.
+    """
+    conditions = (body.get("status") or {}).get("conditions") or []
+    hydrated = next((c for c in conditions if c.get("type") == "Hydrated"), None)
+    status = hydrated.get("status") if hydrated else None
+    previous = memo.get("hydrated")
+    memo["hydrated"] = status
+    if hydrated is None or status == previous or (previous is None and status != "True"):
+        return
+    kopf.event(
+        body,
+        type="Normal",
+        reason=str(hydrated.get("reason")),
+        message=str(hydrated.get("message")),
+    )
 
 
 def dataflow_deleted(
@@ -91,7 +116,12 @@ def dataflow_deleted(
         if rt.ready and rt.report is not None and any(d.name == name for d in rt.report.dataflows)
     )
     if not holders:
-        kopf.info(body, reason="Dropped", message="dropped from every replica of the cluster")
+        kopf.event(
+            body,
+            type="Normal",
+            reason="Dropped",
+            message="dropped from every replica of the cluster",
+        )
         return
     timeout = state.config.delete_timeout.millis / 1000
     if runtime.total_seconds() >= timeout:

@@ -193,6 +193,7 @@ async def dataflow_event(
             dataflows=dataflows_by_cluster,
             deleted=type == "DELETED",
         )
+        dataflow_handlers.announce_hydration(body, memo)
 
 
 @kopf.on.delete(*DATAFLOWS)

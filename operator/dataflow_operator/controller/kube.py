@@ -79,7 +79,7 @@ class KubeApi:
         self._session = aiohttp.ClientSession(
             connector=connector,
             headers=dict(headers),
-            timeout=aiohttp.ClientTimeout(total=30),
+            timeout=aiohttp.ClientTimeout(total=10),
         )
 
     @classmethod
