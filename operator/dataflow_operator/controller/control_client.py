@@ -31,21 +31,37 @@ class ControlError(Exception):
 
 
 class ControlClient:
-    """Talks to replicas at ``http://host:port`` addresses."""
+    """Talks to replicas at ``http://host:port`` addresses.
 
-    def __init__(self, timeout_seconds: float = 3.0) -> None:
+    ``GET /status`` is cheap and polled often, so it gets a short timeout;
+    ``PUT /dataflows`` answers once the replica has started every new dataflow's Spark
+    query, which takes seconds each, so it gets a long one.
+    """
+
+    def __init__(
+        self, timeout_seconds: float = 3.0, install_timeout_seconds: float = 180.0
+    ) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=timeout_seconds),
-            connector=aiohttp.TCPConnector(limit=256),
+            timeout=self._timeout, connector=aiohttp.TCPConnector(limit=256)
         )
+        self._install_timeout = aiohttp.ClientTimeout(total=install_timeout_seconds)
 
     async def close(self) -> None:
         """Close the HTTP session."""
         await self._session.close()
 
-    async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+    async def _call(
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None = None,
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> Any:
         try:
-            async with self._session.request(method, url, json=body) as response:
+            async with self._session.request(
+                method, url, json=body, timeout=timeout or self._timeout
+            ) as response:
                 payload = await response.json(content_type=None)
                 if response.status >= 400:
                     try:
@@ -67,7 +83,9 @@ class ControlClient:
 
     async def put_dataflows(self, address: str, desired: DesiredDataflows) -> InstallResult:
         """``PUT /dataflows`` with the full desired set."""
-        payload = await self._call("PUT", f"{address}/dataflows", desired.to_wire())
+        payload = await self._call(
+            "PUT", f"{address}/dataflows", desired.to_wire(), timeout=self._install_timeout
+        )
         try:
             return InstallResult.model_validate(payload)
         except ValidationError as error:
