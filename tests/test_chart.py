@@ -99,3 +99,18 @@ def test_deployment_sets_only_settings_the_operator_reads(tmp_path: Path) -> Non
     assert names - logging_settings <= set(ENV_NAMES.values())
     assert "DATAFLOW_DEFAULT_EXPIRATION_OFFSET" in names
     assert container["args"][:3] == ["operator", "--all-namespaces", "--standalone"]
+
+
+def test_operator_role_manages_the_replicas_state_claims(tmp_path: Path) -> None:
+    (role,) = [
+        obj
+        for obj in render(tmp_path)
+        if obj["kind"] == "ClusterRole" and not obj["metadata"]["name"].endswith("-replica")
+    ]
+    verbs = {
+        verb
+        for rule in role["rules"]
+        if "" in rule["apiGroups"] and "persistentvolumeclaims" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {"get", "list", "watch", "create", "delete", "patch"} <= verbs

@@ -12,14 +12,20 @@ from dataflow_operator.api import injection
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.manifests import (
+    STATE_DIR,
     Attempt,
     build_driver_pod,
     build_driver_service,
+    build_state_claim,
     control_address,
     driver_spec_hash,
     memory_to_spark,
 )
-from dataflow_operator.controller.naming import driver_pod_name, driver_service_name
+from dataflow_operator.controller.naming import (
+    driver_pod_name,
+    driver_service_name,
+    state_claim_name,
+)
 from dataflow_operator.core.durations import Duration
 
 START = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -164,9 +170,11 @@ def test_headless_service_selects_the_driver() -> None:
     assert service["metadata"]["ownerReferences"][0]["controller"] is True
 
 
-@pytest.mark.parametrize("build", ["pod", "service"])
+@pytest.mark.parametrize("build", ["pod", "service", "claim", "pod-with-claim"])
 def test_built_objects_pass_the_kubernetes_schema(build: str) -> None:
+    storage = {"size": "10Gi", "storageClassName": "fast", "accessModes": ["ReadWriteOncePod"]}
     r = replica(
+        storage=storage if "claim" in build else None,
         image="img:1",
         imagePullPolicy="Always",
         serviceAccountName="spark",
@@ -176,7 +184,14 @@ def test_built_objects_pass_the_kubernetes_schema(build: str) -> None:
             {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ],
     )
-    obj = pod_of(r) if build == "pod" else build_driver_service(r, CONFIG)
+    objects = {
+        "pod": pod_of,
+        "pod-with-claim": pod_of,
+        "service": lambda r: build_driver_service(r, CONFIG),
+        "claim": build_state_claim,
+    }
+    obj = objects[build](r)
+    assert obj is not None
     kubernetes_validate.validate(obj, "1.30", strict=True)
 
 
@@ -186,6 +201,8 @@ def test_long_names_stay_within_kubernetes_limits() -> None:
     assert driver_service_name(long)[0].isalpha()
     assert len(driver_pod_name(long, 12)) <= 253
     assert driver_service_name("1abc").startswith("df-")
+    assert len(state_claim_name(long + long)) <= 253
+    assert state_claim_name(long + long).endswith("-state")
 
 
 def test_spec_hash_ignores_restart_policy_but_not_image_or_conf() -> None:
@@ -206,3 +223,80 @@ def test_control_address_defaults_to_the_service_and_can_be_overridden() -> None
         }
     )
     assert control_address(overridden, 8765) == "http://127.0.0.1:9999"
+
+
+def mounts(pod: dict[str, Any]) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+
+
+def volumes(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v.pop("name"): v for v in json.loads(json.dumps(pod["spec"]["volumes"]))}
+
+
+def test_without_storage_the_state_dir_is_an_empty_dir_and_no_claim_is_built() -> None:
+    r = replica()
+    pod = pod_of(r)
+    assert build_state_claim(r) is None
+    assert env(pod)[injection.ENV_STATE_DIR] == STATE_DIR
+    assert mounts(pod) == {"state": STATE_DIR}
+    assert volumes(pod) == {"state": {"emptyDir": {}}}
+    assert "securityContext" not in pod["spec"]
+
+
+def test_with_storage_every_attempt_mounts_the_one_claim_at_the_state_dir() -> None:
+    r = replica(storage={"size": "10Gi"})
+    for attempt in (1, 2):
+        pod = pod_of(r, attempt=attempt)
+        assert env(pod)[injection.ENV_STATE_DIR] == STATE_DIR
+        assert mounts(pod) == {"state": STATE_DIR}
+        assert volumes(pod) == {"state": {"persistentVolumeClaim": {"claimName": "r1-state"}}}
+        assert pod["spec"]["securityContext"]["fsGroup"] == 185
+
+
+def test_user_env_cannot_move_the_state_dir() -> None:
+    pod = pod_of(replica(env=[{"name": injection.ENV_STATE_DIR, "value": "/tmp/x"}]))
+    values = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "DATAFLOW_STATE_DIR"]
+    assert values == [{"name": "DATAFLOW_STATE_DIR", "value": STATE_DIR}]
+
+
+def test_state_claim_is_owned_by_the_replica_and_labelled_like_the_driver() -> None:
+    claim = build_state_claim(replica(storage={"size": "10Gi"}))
+    assert claim is not None
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert (claim["metadata"]["name"], claim["metadata"]["namespace"]) == ("r1-state", "team")
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Replica", "uid-r1", True)
+    labels = claim["metadata"]["labels"]
+    assert labels["dataflow.dev/replica"] == "r1"
+    assert labels["dataflow.dev/cluster"] == "default"
+    assert labels["dataflow.dev/role"] == "state"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "10Gi"}},
+        "volumeMode": "Filesystem",
+    }  # no storageClassName: the cluster's default class
+
+
+def test_state_claim_takes_class_and_access_modes_from_the_spec() -> None:
+    claim = build_state_claim(
+        replica(
+            storage={"size": "1Gi", "storageClassName": "ssd", "accessModes": ["ReadWriteMany"]}
+        )
+    )
+    assert claim is not None
+    assert claim["spec"]["storageClassName"] == "ssd"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_storage_in_the_spec_hash_only_when_set_and_not_its_size() -> None:
+    base = driver_spec_hash(replica(), CONFIG)
+    with_claim = driver_spec_hash(replica(storage={"size": "10Gi"}), CONFIG)
+    assert with_claim != base  # adding (or removing) the claim needs a new pod
+    assert driver_spec_hash(replica(storage={"size": "20Gi"}), CONFIG) == with_claim
+
+
+def test_storage_size_must_be_a_quantity() -> None:
+    with pytest.raises(ValueError, match="quantity"):
+        replica(storage={"size": "lots"})
+    with pytest.raises(ValueError, match=r"accessModes|access_modes"):
+        replica(storage={"size": "1Gi", "accessModes": []})

@@ -8,7 +8,13 @@ from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
 from dataflow_operator.api.replica import Replica, ReplicaStatus
 from dataflow_operator.controller.config import OperatorConfig
-from dataflow_operator.controller.observation import PodObservation, PodPhase, observe_pod
+from dataflow_operator.controller.observation import (
+    ClaimObservation,
+    PodObservation,
+    PodPhase,
+    observe_claim,
+    observe_pod,
+)
 from dataflow_operator.controller.replica_logic import (
     Action,
     ActionKind,
@@ -363,3 +369,94 @@ def test_observe_pod_reads_waiting_and_terminated_states() -> None:
         }
     )
     assert unschedulable.reason == "Unschedulable"
+
+
+STORAGE = {"size": "10Gi"}
+CLAIM = ClaimObservation("r1-state", "10Gi", "standard", ("ReadWriteOnce",))
+"""The claim as the cluster holds it: the default class filled in by admission."""
+
+
+def test_without_storage_the_state_is_ephemeral_and_says_so() -> None:
+    r, d = step(replica(), T0)
+    assert r.status is not None and r.status.state_claim is None
+    assert conditions(r)["PersistentState"] == ("False", "EphemeralState")
+    assert d.actions == [Action(ActionKind.CREATE_POD, "r1-driver-1")]
+
+
+def test_with_storage_the_claim_is_recorded_before_the_first_pod() -> None:
+    r, d = step(replica(storage=STORAGE), T0)
+    assert r.status is not None and r.status.state_claim == "r1-state"
+    assert conditions(r)["PersistentState"] == ("True", "StateClaim")
+    assert d.actions == [Action(ActionKind.CREATE_POD, "r1-driver-1")]
+    r, d = step(r, T0 + 1000, driver=running(), control=OK, claim=CLAIM)
+    assert conditions(r)["PersistentState"] == ("True", "StateClaim")
+    assert [e.type for e in d.events] == ["Normal"]
+
+
+def test_an_expiration_restart_keeps_the_same_claim() -> None:
+    r = started(storage=STORAGE)
+    r, _ = step(r, T0 + 24 * HOUR, driver=running(), control=OK, claim=CLAIM)
+    assert r.status is not None and r.status.attempt == 2
+    assert r.status.state_claim == "r1-state"
+
+
+def test_adding_storage_restarts_the_driver_to_mount_it() -> None:
+    r = started()
+    changed = replica(status=r.status, generation=2, storage=STORAGE)
+    r2, _ = step(changed, T0 + HOUR, driver=running(), control=OK)
+    assert r2.status is not None and r2.status.attempt == 2
+    assert restarts(r2) == {"SpecChanged": 1}
+
+
+def test_shrinking_storage_is_rejected_with_a_condition_and_no_restart() -> None:
+    r = started(storage=STORAGE)
+    smaller = replica(status=r.status, generation=2, storage={"size": "5Gi"})
+    r2, d = step(smaller, T0 + HOUR, driver=running(), control=OK, claim=CLAIM)
+    assert r2.status is not None and r2.status.attempt == 1 and d.actions == []
+    status, reason = conditions(r2)["PersistentState"]
+    assert (status, reason) == ("False", "StorageChangeRejected")
+    message = next(c.message for c in r2.status.conditions if c.type == "PersistentState")
+    assert "size 5Gi (the claim has 10Gi)" in message and "r1-state" in message
+    assert [(e.type, e.reason) for e in d.events] == [("Warning", "StorageChangeRejected")]
+    # said once, not on every reconcile
+    _, d = step(r2, T0 + HOUR + 1000, driver=running(), control=OK, claim=CLAIM)
+    assert d.events == []
+    # back to what the claim has: accepted again
+    back = replica(status=r2.status, generation=3, storage={"size": "10240Mi"})
+    r3, _ = step(back, T0 + HOUR + 2000, driver=running(), control=OK, claim=CLAIM)
+    assert conditions(r3)["PersistentState"] == ("True", "StateClaim")
+
+
+def test_changing_storage_class_or_access_modes_is_rejected() -> None:
+    r = started(storage=STORAGE)
+    changed = replica(
+        status=r.status,
+        generation=2,
+        storage={"size": "10Gi", "storageClassName": "fast", "accessModes": ["ReadWriteMany"]},
+    )
+    r2, _ = step(changed, T0 + HOUR, driver=running(), control=OK, claim=CLAIM)
+    assert r2.status is not None and r2.status.attempt == 1
+    message = next(c.message for c in r2.status.conditions if c.type == "PersistentState")
+    assert "storageClassName fast (the claim has standard)" in message
+    assert "accessModes ['ReadWriteMany']" in message
+
+
+def test_growing_storage_is_rejected_too_the_operator_never_resizes() -> None:
+    r = started(storage=STORAGE)
+    bigger = replica(status=r.status, generation=2, storage={"size": "20Gi"})
+    r2, _ = step(bigger, T0 + HOUR, driver=running(), control=OK, claim=CLAIM)
+    assert conditions(r2)["PersistentState"] == ("False", "StorageChangeRejected")
+
+
+def test_observe_claim_reads_size_class_and_modes() -> None:
+    claim = observe_claim(
+        {
+            "metadata": {"name": "r1-state"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}},
+                "storageClassName": "standard",
+            },
+        }
+    )
+    assert claim == CLAIM

@@ -22,6 +22,7 @@ __all__ = [
     "RestartPolicy",
     "RestartPolicyType",
     "RestartReason",
+    "StateStorage",
 ]
 
 
@@ -122,6 +123,41 @@ class EnvVar(ApiModel):
     )
 
 
+AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"]
+
+
+def _read_write_once() -> list[AccessMode]:
+    return ["ReadWriteOnce"]
+
+
+class StateStorage(ApiModel):
+    """A PersistentVolumeClaim for the replica's checkpoints and changelogs.
+
+    The operator creates one claim per Replica (``<replica>-state``), owned by it, and
+    mounts it in every driver attempt at the state directory, so that a restart (at
+    expiration, after a failure or a spec change) resumes from the last checkpoint.
+    """
+
+    size: QuantityField = Field(
+        description="Requested capacity of the claim, e.g. 10Gi. Changing it later is "
+        "rejected (condition PersistentState=False, reason StorageChangeRejected): the "
+        "operator never resizes or replaces an existing claim.",
+    )
+    storage_class_name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="StorageClass of the claim; absent uses the cluster's default class. "
+        "Fixed once the claim exists.",
+    )
+    access_modes: list[AccessMode] = Field(
+        default_factory=_read_write_once,
+        min_length=1,
+        max_length=3,
+        description="Access modes of the claim; only the driver mounts it. "
+        "Default: [ReadWriteOnce]. Fixed once the claim exists.",
+    )
+
+
 class ReplicaSpec(ApiModel):
     """The desired state of a replica."""
 
@@ -164,6 +200,15 @@ class ReplicaSpec(ApiModel):
     restart_policy: RestartPolicy = Field(
         default_factory=RestartPolicy, description="How ended drivers are replaced."
     )
+    storage: StateStorage | None = Field(
+        default=None,
+        description="Persistent storage for the replica's state (Spark checkpoints and "
+        "changelogs), kept across driver restarts and deleted with the Replica. Absent: "
+        "the state lives in an emptyDir and is LOST whenever the driver pod is replaced "
+        "(expiration, failure, spec change), so every restart recomputes from the sources; "
+        "condition PersistentState=False says so. Adding or removing it restarts the "
+        "driver (SpecChanged); a removed claim stays until the Replica is deleted.",
+    )
 
     @field_validator("spark_conf")
     @classmethod
@@ -190,7 +235,7 @@ class ReplicaStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,
-        description="Ready, Progressing, Degraded and Expired.",
+        description="Ready, Progressing, Degraded, Expired and PersistentState.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     start_time: str | None = Field(
@@ -234,6 +279,11 @@ class ReplicaStatus(ApiModel):
     )
     next_attempt_at_ms: int | None = Field(
         default=None, description="When the next attempt starts (epoch ms), while BackingOff."
+    )
+    state_claim: str | None = Field(
+        default=None,
+        description="The PersistentVolumeClaim that holds the replica's state; absent: "
+        "the state is ephemeral (no spec.storage).",
     )
 
 

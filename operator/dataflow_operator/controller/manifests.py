@@ -17,7 +17,14 @@ Injected environment of the driver container:
 ``DATAFLOW_CONTROL_ADDRESS``        ``0.0.0.0:PORT`` the control API listens on
 ``DATAFLOW_SPARK_MASTER``           ``k8s://https://kubernetes.default.svc``
 ``DATAFLOW_SPARK_CONF``             every Spark setting below, as a JSON object
+``DATAFLOW_STATE_DIR``              ``/opt/dataflow/state``, the mounted ``state`` volume
 ==================================  ==================================================
+
+The ``state`` volume holds the runtime's checkpoints and changelogs. With
+``spec.storage`` it is the Replica's PersistentVolumeClaim (``<replica>-state``, built
+by :func:`build_state_claim`, created before any driver pod and shared by every attempt),
+so a restarted driver resumes from its checkpoint; without it, an emptyDir that dies
+with the pod.
 """
 
 from __future__ import annotations
@@ -42,8 +49,10 @@ from dataflow_operator.controller.naming import (
     LABEL_ROLE,
     ROLE_DRIVER,
     ROLE_EXECUTOR,
+    ROLE_STATE,
     driver_service_name,
     standard_labels,
+    state_claim_name,
 )
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.time import Timestamp, format_timestamp
@@ -52,9 +61,12 @@ __all__ = [
     "DRIVER_BLOCK_MANAGER_PORT",
     "DRIVER_PORT",
     "SPARK_MASTER",
+    "STATE_DIR",
+    "STATE_VOLUME",
     "Attempt",
     "build_driver_pod",
     "build_driver_service",
+    "build_state_claim",
     "control_address",
     "driver_spec_hash",
     "effective_offset",
@@ -67,6 +79,11 @@ SPARK_MASTER = "k8s://https://kubernetes.default.svc"
 DRIVER_PORT = 7078
 DRIVER_BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
+STATE_DIR = "/opt/dataflow/state"
+"""Where the driver's ``state`` volume is mounted (the image's ``DATAFLOW_STATE_DIR``)."""
+STATE_VOLUME = "state"
+IMAGE_GID = 185
+"""The group of the image's user: owner of a claim's files (``fsGroup``)."""
 NON_JVM_OVERHEAD_FACTOR = 0.4  # Spark's own factor for Python drivers
 MIN_OVERHEAD_BYTES = 384 * 2**20
 _PROTECTED_PREFIXES = ("spark.dataflow.", "spark.kubernetes.driver.pod.name")
@@ -144,6 +161,8 @@ def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
         "env": [item.to_wire() for item in spec.env],
         "expirationOffset": str(effective_offset(replica, config)),
     }
+    if spec.storage is not None:  # absent from the hash without it: no restart on upgrade
+        relevant["stateClaim"] = state_claim_name(replica.metadata.name)
     encoded = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(encoded.encode()).hexdigest()[:16]
 
@@ -252,6 +271,7 @@ def _env(
         injection.ENV_CONTROL_ADDRESS: f"0.0.0.0:{config.control_port}",
         injection.ENV_SPARK_MASTER: SPARK_MASTER,
         injection.ENV_SPARK_CONF: json.dumps(spark_conf(replica, config, attempt, offset)),
+        injection.ENV_STATE_DIR: STATE_DIR,
     }
     user = [item.to_wire() for item in replica.spec.env if item.name not in injected]
     return [*({"name": k, "value": v} for k, v in injected.items()), *user]
@@ -291,6 +311,7 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
             "periodSeconds": 10,
             "failureThreshold": 6,
         },
+        "volumeMounts": [{"name": STATE_VOLUME, "mountPath": STATE_DIR}],
     }
     if spec.image_pull_policy:
         container["imagePullPolicy"] = spec.image_pull_policy
@@ -298,7 +319,14 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
         "restartPolicy": "Never",
         "containers": [container],
         "subdomain": driver_service_name(replica.metadata.name),
+        "volumes": [_state_volume(replica)],
     }
+    if spec.storage is not None:
+        # the claim's files belong to the image's group, whatever user the image runs as
+        pod_spec["securityContext"] = {
+            "fsGroup": IMAGE_GID,
+            "fsGroupChangePolicy": "OnRootMismatch",
+        }
     account = _service_account(replica, config)
     if account:
         pod_spec["serviceAccountName"] = account
@@ -313,6 +341,47 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
             "ownerReferences": [_owner_reference(replica)],
         },
         "spec": pod_spec,
+    }
+
+
+def _state_volume(replica: Replica) -> dict[str, Any]:
+    """The ``state`` volume: the Replica's claim with ``spec.storage``, else an emptyDir."""
+    if replica.spec.storage is None:
+        return {"name": STATE_VOLUME, "emptyDir": {}}
+    claim = state_claim_name(replica.metadata.name)
+    return {"name": STATE_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
+
+
+def build_state_claim(replica: Replica) -> dict[str, Any] | None:
+    """The PersistentVolumeClaim of the replica's state; ``None`` without ``spec.storage``.
+
+    One per Replica, deterministic name, owned by the Replica (deleted with it, never
+    with a driver pod), so every attempt mounts the same checkpoints.
+    """
+    storage = replica.spec.storage
+    if storage is None:
+        return None
+    labels = {
+        **standard_labels(replica.metadata.name, replica.spec.cluster),
+        LABEL_ROLE: ROLE_STATE,
+    }
+    spec: dict[str, Any] = {
+        "accessModes": list(storage.access_modes),
+        "resources": {"requests": {"storage": storage.size}},
+        "volumeMode": "Filesystem",
+    }
+    if storage.storage_class_name is not None:
+        spec["storageClassName"] = storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": state_claim_name(replica.metadata.name),
+            "namespace": _namespace(replica),
+            "labels": labels,
+            "ownerReferences": [_owner_reference(replica)],
+        },
+        "spec": spec,
     }
 
 

@@ -23,10 +23,12 @@ __all__ = [
     "LABEL_ROLE",
     "ROLE_DRIVER",
     "ROLE_EXECUTOR",
+    "ROLE_STATE",
     "driver_pod_name",
     "driver_service_name",
     "label_value",
     "standard_labels",
+    "state_claim_name",
 ]
 
 LABEL_REPLICA = f"{GROUP}/replica"
@@ -35,6 +37,7 @@ LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_ROLE = f"{GROUP}/role"
 ROLE_DRIVER = "driver"
 ROLE_EXECUTOR = "executor"
+ROLE_STATE = "state"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 ANNOTATION_CONTROL_ADDRESS = f"{GROUP}/control-address"
 """On a Replica: ``host:port`` (or ``http://host:port``) of its control API, overriding
@@ -61,6 +64,15 @@ def label_value(value: str) -> str:
 def driver_pod_name(replica: str, attempt: int) -> str:
     """The driver pod of one attempt: ``{replica}-driver-{attempt}``."""
     suffix = f"-driver-{attempt}"
+    if len(replica) + len(suffix) <= 253:
+        return replica + suffix
+    return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"
+
+
+def state_claim_name(replica: str) -> str:
+    """The PersistentVolumeClaim of a replica's state: ``{replica}-state`` (one per Replica,
+    shared by all its driver attempts)."""
+    suffix = "-state"
     if len(replica) + len(suffix) <= 253:
         return replica + suffix
     return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"

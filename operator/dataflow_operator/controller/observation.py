@@ -13,7 +13,14 @@ from typing import Any
 
 from dataflow_operator.controller.naming import DRIVER_CONTAINER, LABEL_ATTEMPT
 
-__all__ = ["FATAL_WAITING_REASONS", "PodObservation", "PodPhase", "observe_pod"]
+__all__ = [
+    "FATAL_WAITING_REASONS",
+    "ClaimObservation",
+    "PodObservation",
+    "PodPhase",
+    "observe_claim",
+    "observe_pod",
+]
 
 FATAL_WAITING_REASONS = frozenset(
     {"InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"}
@@ -97,4 +104,28 @@ def observe_pod(pod: Mapping[str, Any]) -> PodObservation:
         exit_code=exit_code,
         reason=reason,
         message=message,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimObservation:
+    """The replica's state PersistentVolumeClaim as it exists: what it was created with."""
+
+    name: str
+    size: str | None
+    """``spec.resources.requests.storage``."""
+    storage_class_name: str | None
+    access_modes: tuple[str, ...]
+
+
+def observe_claim(body: Mapping[str, Any]) -> ClaimObservation:
+    """The facts of a PersistentVolumeClaim that ``spec.storage`` is compared with."""
+    spec = body.get("spec") or {}
+    requests = (spec.get("resources") or {}).get("requests") or {}
+    size = requests.get("storage")
+    return ClaimObservation(
+        name=str((body.get("metadata") or {}).get("name") or ""),
+        size=str(size) if size is not None else None,
+        storage_class_name=spec.get("storageClassName"),
+        access_modes=tuple(spec.get("accessModes") or ()),
     )

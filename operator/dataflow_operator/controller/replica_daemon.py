@@ -10,6 +10,7 @@ acts. While the driver runs, it keeps the replica's desired set of dataflows in 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -27,10 +28,16 @@ from dataflow_operator.controller.manifests import (
     Attempt,
     build_driver_pod,
     build_driver_service,
+    build_state_claim,
     control_address,
 )
-from dataflow_operator.controller.naming import label_value
-from dataflow_operator.controller.observation import PodObservation, observe_pod
+from dataflow_operator.controller.naming import label_value, state_claim_name
+from dataflow_operator.controller.observation import (
+    ClaimObservation,
+    PodObservation,
+    observe_claim,
+    observe_pod,
+)
 from dataflow_operator.controller.replica_logic import (
     ActionKind,
     ControlObservation,
@@ -194,6 +201,7 @@ async def _iteration(
             other_pods=others,
             driver_missing_since=rt.driver_missing_since,
             control=control,
+            claim=await _observe_claim(state.kube, rt, replica),
         )
     )
     await _write_status(state.kube, rt, namespace, name, decision.status.to_wire())
@@ -242,6 +250,45 @@ async def _confirm(
     return driver, others
 
 
+async def _observe_claim(
+    kube: KubeApi, rt: ReplicaRuntime, replica: Replica
+) -> ClaimObservation | None:
+    """The state claim, read again only when ``spec.storage`` changed or none was seen."""
+    storage = replica.spec.storage
+    if storage is None:
+        rt.claim, rt.claim_spec = None, None
+        return None
+    wanted = json.dumps(storage.to_wire(), sort_keys=True)
+    if rt.claim is None or rt.claim_spec != wanted:
+        namespace = replica.metadata.namespace or "default"
+        path = KubeApi.core(
+            namespace, "persistentvolumeclaims", state_claim_name(replica.metadata.name)
+        )
+        found = await kube.get(path)
+        rt.claim = observe_claim(found) if found is not None else None
+        rt.claim_spec = wanted
+    return rt.claim
+
+
+async def _ensure_claim(kube: KubeApi, rt: ReplicaRuntime, replica: Replica) -> None:
+    """Create the state claim unless it exists (409 is success); before every driver pod.
+
+    Not cached like the Service: a driver pod is created rarely, and a claim deleted by
+    hand must come back before a pod that would otherwise stay Pending on it.
+    """
+    claim = build_state_claim(replica)
+    if claim is None:
+        return
+    namespace = replica.metadata.namespace or "default"
+    try:
+        created = await kube.create(KubeApi.core(namespace, "persistentvolumeclaims"), claim)
+    except ApiError as error:
+        if error.status != 409:
+            raise
+        return
+    rt.claim = observe_claim(created or claim)
+
+
 def _offset_ms(offset: str | None) -> int:
     return parse_duration(offset).millis if offset else 0
 
@@ -277,6 +324,7 @@ async def _act(
                 if error.status != 409:
                     raise
             rt.service_ensured = True
+        await _ensure_claim(state.kube, rt, replica)
         status = decision.status
         attempt = Attempt(status.attempt, action.pod, status.start_time_ms or now_ms())
         pod = build_driver_pod(replica, state.config, attempt)

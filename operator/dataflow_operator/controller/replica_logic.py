@@ -11,6 +11,13 @@ status and repeats the idempotent steps: it deletes any driver pod that is not t
 recorded one, waits until none is left, and creates the recorded one (a 409 means it
 already exists). So there is never more than one driver, and never none for long.
 
+Storage: with ``spec.storage`` every attempt mounts the Replica's one state claim, which
+the handler creates (idempotently) before any driver pod. An existing claim is never
+changed: a ``spec.storage`` that no longer matches it (another size, class or access
+modes) keeps the claim as it is and says so in ``PersistentState=False``
+(``StorageChangeRejected``) and a Warning Event. Without ``spec.storage`` the state is an
+emptyDir, lost on every restart: ``PersistentState=False`` (``EphemeralState``).
+
 Phases (``status.phase``): ``Creating`` → ``Pending`` → ``Running``; on a failure
 ``BackingOff`` (pod deleted, waiting for the backoff) → ``Creating``; ``Failed`` when the
 restart policy gives up; ``Completed`` when a driver exited 0 and the policy does not
@@ -34,10 +41,15 @@ from dataflow_operator.api.replica import (
     RestartReason,
 )
 from dataflow_operator.controller.config import OperatorConfig
-from dataflow_operator.controller.manifests import driver_spec_hash, effective_offset
-from dataflow_operator.controller.naming import driver_pod_name
+from dataflow_operator.controller.manifests import (
+    driver_spec_hash,
+    effective_offset,
+    quantity_bytes,
+)
+from dataflow_operator.controller.naming import driver_pod_name, state_claim_name
 from dataflow_operator.controller.observation import (
     FATAL_WAITING_REASONS,
+    ClaimObservation,
     PodObservation,
     PodPhase,
 )
@@ -56,12 +68,14 @@ __all__ = [
     "ReplicaView",
     "backoff_delay_ms",
     "decide",
+    "storage_conflicts",
 ]
 
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 EXPIRED = "Expired"
+PERSISTENT_STATE = "PersistentState"
 WAIT_FOR_DELETION_MS = 1_000
 
 
@@ -123,6 +137,8 @@ class ReplicaView:
     driver_missing_since: Timestamp | None = None
     """Since when the recorded driver pod has been absent (kept in memory)."""
     control: ControlObservation | None = None
+    claim: ClaimObservation | None = None
+    """The replica's state claim, if ``spec.storage`` is set and the claim exists."""
 
 
 @dataclass(slots=True)
@@ -217,6 +233,7 @@ def decide(view: ReplicaView) -> Decision:
     else:
         _observe(b, spec_hash)
     _expired_condition(b)
+    _storage(b)
     return b.finish()
 
 
@@ -479,3 +496,55 @@ def _expired_condition(b: _Builder) -> None:
         b.condition(EXPIRED, False, "ExpirationDisabled", "expiration offset is 0")
     else:
         b.condition(EXPIRED, False, "NotExpired", f"expires at {status['expires_at']}")
+
+
+def storage_conflicts(replica: Replica, claim: ClaimObservation) -> list[str]:
+    """How ``spec.storage`` differs from the existing claim (empty: it matches).
+
+    A class left to the cluster's default matches whatever class the claim got.
+    """
+    storage = replica.spec.storage
+    if storage is None:
+        return []
+    problems = []
+    if claim.size is None or quantity_bytes(claim.size) != quantity_bytes(storage.size):
+        problems.append(f"size {storage.size} (the claim has {claim.size})")
+    wanted_class = storage.storage_class_name
+    if wanted_class is not None and wanted_class != claim.storage_class_name:
+        problems.append(
+            f"storageClassName {wanted_class} (the claim has {claim.storage_class_name})"
+        )
+    if sorted(storage.access_modes) != sorted(claim.access_modes):
+        problems.append(
+            f"accessModes {list(storage.access_modes)} (the claim has {list(claim.access_modes)})"
+        )
+    return problems
+
+
+def _storage(b: _Builder) -> None:
+    """``status.stateClaim`` and the ``PersistentState`` condition; see the module docstring."""
+    replica, claim = b.view.replica, b.view.claim
+    if replica.spec.storage is None:
+        b.set(state_claim=None)
+        b.condition(
+            PERSISTENT_STATE,
+            False,
+            "EphemeralState",
+            "no spec.storage: checkpoints live in an emptyDir and are lost on every restart",
+        )
+        return
+    name = state_claim_name(replica.metadata.name)
+    b.set(state_claim=name)
+    problems = storage_conflicts(replica, claim) if claim is not None else []
+    if not problems:
+        b.condition(PERSISTENT_STATE, True, "StateClaim", f"state in PersistentVolumeClaim {name}")
+        return
+    message = (
+        f"spec.storage asks for {'; '.join(problems)}: the existing claim {name} is kept "
+        "unchanged (delete the Replica to recreate it; expand a claim in place with "
+        "kubectl where its class allows, then set the same size here)"
+    )
+    was = next((c for c in b.conditions if c.type == PERSISTENT_STATE), None)
+    if was is None or was.message != message:
+        b.event("Warning", "StorageChangeRejected", message)
+    b.condition(PERSISTENT_STATE, False, "StorageChangeRejected", message)

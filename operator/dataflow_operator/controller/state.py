@@ -29,6 +29,7 @@ from dataflow_operator.controller.dataflow_logic import (
 from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.metrics import Metrics, ReplicaSample
+from dataflow_operator.controller.observation import ClaimObservation
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp
 
@@ -62,6 +63,10 @@ class ReplicaRuntime:
     """(attempt, digest of the desired set) last accepted by the replica."""
     next_poll_at: Timestamp = 0
     service_ensured: bool = False
+    claim: ClaimObservation | None = None
+    """The state claim as last read or created (``None``: none seen)."""
+    claim_spec: str | None = None
+    """The ``spec.storage`` (JSON) that :attr:`claim` was last compared with."""
     conditions: dict[str, str] = field(default_factory=dict)
     expires_at_ms: int | None = None
 
