@@ -131,6 +131,24 @@ def test_status_lists_replicas_and_hydrated_needs_a_ready_replica() -> None:
     assert str(status.replicas[0].hydration_time) == "1s500ms"
 
 
+def test_a_report_of_an_older_generation_is_not_hydrated_for_the_new_one() -> None:
+    """Right after an edit the replica still reports the old spec: not hydrated for this one."""
+    nodes = [NodeStatus(id=1, operator="Scan", hydrated=True)]
+    old_spec = report(generation=1, hydrated=True, hydration_time_ms=900, nodes=nodes)
+    status = dataflow_status(
+        2, DataflowStatus(), Validity(True), [ReplicaSeen("r1", True, old_spec)], T0
+    )
+    conditions = {c.type: (c.status, c.reason) for c in status.conditions}
+    assert conditions["Hydrated"] == ("False", "NotHydrated")
+    entry = status.replicas[0]
+    assert (entry.hydrated, entry.hydration_time) == (False, None)
+    assert entry.nodes == nodes  # what the replica runs, as it reports it
+    new_spec = report(generation=2, hydrated=True, hydration_time_ms=700, nodes=nodes)
+    status = dataflow_status(2, status, Validity(True), [ReplicaSeen("r1", True, new_spec)], T0)
+    assert {c.type: c.status for c in status.conditions}["Hydrated"] == "True"
+    assert status.replicas[0].hydrated is True
+
+
 def test_status_lists_stay_bounded() -> None:
     many = [NodeStatus(id=i, operator="X", hydrated=True) for i in range(1, 400)]
     seen = [ReplicaSeen(f"r{i:03}", True, report(nodes=many)) for i in range(100)]

@@ -130,17 +130,29 @@ def desired_dataflows(
     return DesiredDataflows(dataflows=sorted(desired, key=lambda d: d.name))
 
 
-def _entry(seen: ReplicaSeen) -> ReplicaDataflowStatus:
+def _current(report: DataflowReport, generation: int | None) -> bool:
+    """Whether the replica runs this generation of the spec (or either side cannot say).
+
+    Right after an edit, the last report still describes the previous spec until the
+    replica has reinstalled it: its hydration says nothing about the new one.
+    """
+    return generation is None or report.generation is None or report.generation >= generation
+
+
+def _entry(seen: ReplicaSeen, generation: int | None) -> ReplicaDataflowStatus:
     report = seen.report
     assert report is not None
     frontier = [min(report.frontier)] if report.frontier else []
+    hydrated = report.hydrated and _current(report, generation)
     return ReplicaDataflowStatus(
         replica=seen.name,
         frontier=frontier,
         expiration=report.expiration,
-        hydrated=report.hydrated,
+        hydrated=hydrated,
         hydration_time=(
-            Duration(report.hydration_time_ms) if report.hydration_time_ms is not None else None
+            Duration(report.hydration_time_ms)
+            if hydrated and report.hydration_time_ms is not None
+            else None
         ),
         nodes=sorted(report.nodes, key=lambda n: n.id)[:MAX_NODES_IN_STATUS],
     )
@@ -156,12 +168,13 @@ def dataflow_status(
     """The Dataflow's status from its validity and every replica's latest report.
 
     ``Ready``: valid (False with the error's reason and exact message otherwise).
-    ``Hydrated``: True when hydrated on at least one Ready replica. ``replicas`` lists
-    the replicas that report the dataflow, by name, at most 64.
+    ``Hydrated``: True when hydrated on at least one Ready replica, from a report of
+    this ``generation`` (a replica still running an older spec is not hydrated for this
+    one). ``replicas`` lists the replicas that report the dataflow, by name, at most 64.
     """
     conditions = from_api(old.conditions)
     reporting = sorted((r for r in replicas if r.report is not None), key=lambda r: r.name)
-    entries = [_entry(r) for r in reporting][:MAX_REPLICAS_IN_STATUS]
+    entries = [_entry(r, generation) for r in reporting][:MAX_REPLICAS_IN_STATUS]
     if validity.ok:
         installed = len(reporting)
         conditions = set_condition(
@@ -174,7 +187,12 @@ def dataflow_status(
             observed_generation=generation,
         )
         hydrated_on = sorted(
-            r.name for r in reporting if r.ready and r.report is not None and r.report.hydrated
+            r.name
+            for r in reporting
+            if r.ready
+            and r.report is not None
+            and r.report.hydrated
+            and _current(r.report, generation)
         )
         conditions = set_condition(
             conditions,
