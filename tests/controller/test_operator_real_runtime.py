@@ -288,6 +288,8 @@ async def test_hydration_from_a_real_runtime_reaches_dataflow_status(
     assert _condition(df, "Ready")["status"] == "True"
     assert df["status"]["frontier"]
     await _agrees_with_the_replica(replica, entry)
+    await _edit_and_rehydrate(cluster, replica)
+    edited_after = time.monotonic() - began
 
     await _delete_and_confirm(cluster, replica)
     code = await replica.stop()
@@ -295,7 +297,8 @@ async def test_hydration_from_a_real_runtime_reaches_dataflow_status(
     assert "Traceback" not in replica.output()
     print(
         f"Ready after {ready_after:.1f}s, hydrated in status after {hydrated_after:.1f}s, "
-        f"all done after {time.monotonic() - began:.1f}s"
+        f"edit rehydrated after {edited_after:.1f}s, all done after "
+        f"{time.monotonic() - began:.1f}s"
     )
 
 
@@ -357,6 +360,42 @@ async def _agrees_with_the_replica(replica: RealReplica, entry: dict[str, Any]) 
     assert min(mine.frontier) >= entry["frontier"][0]  # it only moves on
     peek = await replica.peek("df1")
     assert sorted(row[0] for row in peek["rows"]) == ["a", "c"]
+
+
+async def _edit_and_rehydrate(cluster: Cluster, replica: RealReplica) -> None:
+    """An edit reinstalls ``df1`` on the same replica; Hydrated is never claimed early.
+
+    Until the replica has hydrated the new spec, the Dataflow's status must not say
+    ``Hydrated=True`` for the new generation on the strength of the old spec's report.
+    """
+    # kmock leaves metadata.generation alone; an API server bumps it on a spec change
+    await cluster.api.merge_patch(
+        KubeApi.custom("default", "dataflows", "df1"),
+        {
+            "metadata": {"generation": 2},
+            "spec": {"sql": "SELECT upper(content) AS content FROM events WHERE content <> 'a'"},
+        },
+    )
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        assert replica.alive(), replica.output()
+        assert time.monotonic() < deadline, "the edited Dataflow never got Hydrated again"
+        df = await cluster.get("dataflows", "df1")
+        status = (df or {}).get("status") or {}
+        hydrated = _condition(df, "Hydrated").get("status") == "True"
+        if status.get("observedGeneration") == 2 and hydrated:
+            break
+        await asyncio.sleep(0.05)
+    report = await replica.report()
+    assert report is not None
+    mine = next(d for d in report.dataflows if d.name == "df1")
+    # what the CR claims, the replica has: generation 2, hydrated
+    assert (mine.generation, mine.hydrated) == (2, True), (status, mine)
+    assert status["replicas"][0]["hydrated"] is True
+    peek = await replica.peek("df1")
+    assert sorted(row[0] for row in peek["rows"]) == ["B", "C"]
+    replica_now = await cluster.get("replicas", "r1")
+    assert replica_now is not None and replica_now["status"]["attempt"] == 1  # not restarted
 
 
 async def _delete_and_confirm(cluster: Cluster, replica: RealReplica) -> None:
