@@ -46,9 +46,11 @@ def configure_logging(*, json: bool | None = None, level: str | None = None) -> 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level_name)
+    # py4j logs every JVM call at INFO; only its problems belong in the replica's log.
+    logging.getLogger("py4j").setLevel(max(logging.WARNING, root.level))
 
 
-def get_logger(name: str, **context: Any) -> structlog.stdlib.BoundLogger:
+def get_logger(logger_name: str, /, **context: Any) -> structlog.stdlib.BoundLogger:
     """A logger bound to ``context`` (e.g. namespace and name of an object)."""
-    logger: structlog.stdlib.BoundLogger = structlog.get_logger(name)
+    logger: structlog.stdlib.BoundLogger = structlog.get_logger(logger_name)
     return logger.bind(**context) if context else logger
