@@ -12,6 +12,8 @@ __all__ = [
     "ENV_ATTEMPT",
     "ENV_CLUSTER",
     "ENV_CONTROL_ADDRESS",
+    "ENV_CONTROL_TOKEN_FILE",
+    "ENV_EXECUTOR_POD_TEMPLATE",
     "ENV_EXPIRATION_OFFSET",
     "ENV_NAMESPACE",
     "ENV_REPLICA",
@@ -20,6 +22,7 @@ __all__ = [
     "ENV_START_TIME",
     "ENV_START_TIME_MS",
     "ENV_STATE_DIR",
+    "ENV_STATE_URI",
     "EXIT_EXPIRED",
     "EXIT_FAILED",
     "EXIT_OK",
@@ -43,7 +46,21 @@ ENV_ATTEMPT = "DATAFLOW_ATTEMPT"
 ENV_CONTROL_ADDRESS = "DATAFLOW_CONTROL_ADDRESS"
 """``host:port`` the control API listens on."""
 ENV_STATE_DIR = "DATAFLOW_STATE_DIR"
-"""Directory for checkpoints and runtime-owned data."""
+"""Directory for checkpoints and runtime-owned data (a local path; older name of
+:data:`ENV_STATE_URI`, read when that is absent)."""
+ENV_STATE_URI = "DATAFLOW_STATE_URI"
+"""The replica's one state location, reached by the driver and every executor: a path
+or ``file://`` URI on a volume mounted in every pod (``spec.storage``, or an emptyDir),
+or an object-store / HDFS URI (``spec.stateUri``: ``s3a://bucket/prefix``, ``gs://…``,
+``abfss://…``, ``hdfs://…``)."""
+ENV_EXECUTOR_POD_TEMPLATE = "DATAFLOW_EXECUTOR_POD_TEMPLATE"
+"""The executor pod template (a JSON Pod) the operator built from the Replica: volumes,
+mounts, env (``valueFrom`` included), security context, labels, owner references. The
+driver writes it to a file at start-up and points
+``spark.kubernetes.executor.podTemplateFile`` at it."""
+ENV_CONTROL_TOKEN_FILE = "DATAFLOW_CONTROL_TOKEN_FILE"
+"""A file holding the bearer token the control API requires (the Replica's Secret,
+mounted); absent: the control API is open (a local replica)."""
 ENV_SPARK_MASTER = "DATAFLOW_SPARK_MASTER"
 """The Spark master the driver connects to: ``k8s://https://kubernetes.default.svc`` in a
 cluster; absent → ``local[*]``."""
