@@ -99,6 +99,7 @@ def declare_resources(emulator: kmock.KubernetesEmulator) -> None:
         ("pods", "Pod", {"status"}),
         ("services", "Service", set()),
         ("events", "Event", set()),
+        ("secrets", "Secret", set()),
     ):
         emulator.resources[f"v1/{plural}"] = kmock.ResourceInfo(
             kind=kind,

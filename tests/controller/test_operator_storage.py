@@ -33,7 +33,8 @@ def with_claims(emulator: tuple[kmock.KubernetesEmulator, Path]) -> None:
 
 
 def replica_body(**storage: Any) -> dict[str, Any]:
-    return new_object("Replica", "r1", "default", {"cluster": "c", "storage": storage})
+    spec = {"cluster": "c", "storage": storage, "executor": {"instances": 0}}
+    return new_object("Replica", "r1", "default", spec)
 
 
 def persistent_state(replica: dict[str, Any] | None) -> dict[str, Any]:
