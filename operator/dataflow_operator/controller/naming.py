@@ -47,7 +47,8 @@ the driver Service's DNS name — for tests and for debugging through a port-for
 FINALIZER = f"{GROUP}/finalizer"
 DRIVER_CONTAINER = "driver"
 EXECUTOR_CONTAINER = "executor"
-"""The container of the executor pod template (``spark.kubernetes.executor.podTemplateContainerName``)."""
+"""The container of the executor pod template
+(``spark.kubernetes.executor.podTemplateContainerName``)."""
 
 _MAX_LABEL = 63
 _MAX_DNS_LABEL = 63

@@ -6,8 +6,9 @@ gets ``Degraded``/``InvalidSpec`` and a Warning Event, and no driver pod), its d
 (from kopf's pod index) and the last control-API poll, lets the pure decision compute the
 new status and actions, writes the status *first* (a merge patch of what changed), then
 acts. Before a driver pod it ensures the Replica's state claim and its control-token
-Secret; every control-API request carries that token. While the driver runs, it keeps the replica's desired set of dataflows in sync
-(``PUT /dataflows``) and pulls ``GET /status`` every poll interval.
+Secret; every control-API request carries that token. While the driver runs, it keeps
+the replica's desired set of dataflows in sync (``PUT /dataflows``) and pulls
+``GET /status`` every poll interval.
 """
 
 from __future__ import annotations
