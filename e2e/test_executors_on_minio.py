@@ -152,24 +152,24 @@ def subscribe_until(context: str, needle: str, timeout: float = 300) -> list[str
         NAMESPACE,
     ]
     kubectl(context, "config", "use-context", context)  # the CLI uses the current context
-    errors = tempfile.TemporaryFile()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
-    timer = threading.Timer(timeout, process.kill)  # a silent stream must not hang the suite
-    timer.start()
-    lines: list[str] = []
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            _, diff, *columns = lines[-1].split("\t")
-            if int(diff) == 1 and needle in columns:
-                return lines
-    finally:
-        timer.cancel()
-        process.kill()
-        process.wait()
-    errors.seek(0)
-    stderr = errors.read().decode(errors="replace")[-4000:]
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+        timer = threading.Timer(timeout, process.kill)  # a silent stream must not hang
+        timer.start()
+        lines: list[str] = []
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line.rstrip("\n"))
+                _, diff, *columns = lines[-1].split("\t")
+                if int(diff) == 1 and needle in columns:
+                    return lines
+        finally:
+            timer.cancel()
+            process.kill()
+            process.wait()
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace")[-4000:]
     raise AssertionError(f"subscribe never printed +1 {needle!r}; stdout: {lines}\n{stderr}")
 
 
