@@ -262,7 +262,7 @@ def spark_conf(
     if spec.driver.memory_overhead:
         conf["spark.driver.memoryOverhead"] = memory_to_spark(spec.driver.memory_overhead)
     if spec.executor.instances > 0:
-        conf.update(_executor_conf(replica, config, attempt))
+        conf.update(_executor_conf(replica, config))
     user = {k: v for k, v in spec.spark_conf.items() if not k.startswith(_PROTECTED_PREFIXES)}
     conf.update(user)
     if spec.executor.instances > 0:
@@ -273,7 +273,7 @@ def spark_conf(
     return dict(sorted(conf.items()))
 
 
-def _executor_conf(replica: Replica, config: OperatorConfig, attempt: Attempt) -> dict[str, str]:
+def _executor_conf(replica: Replica, config: OperatorConfig) -> dict[str, str]:
     """Spark on Kubernetes: where and how Spark creates the executors."""
     spec = replica.spec
     namespace = _namespace(replica)
