@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -238,13 +238,20 @@ class ReplicaSpec(ApiModel):
         "variables of the driver and every executor (envFrom), e.g. AWS_ACCESS_KEY_ID, "
         "AWS_SECRET_ACCESS_KEY and AWS_ENDPOINT_URL for s3a (MinIO).",
     )
-    volumes: list[dict[str, Any]] = Field(
+    volumes: list[
+        Annotated[dict[str, Any], Field(description="A Kubernetes Volume (name and source).")]
+    ] = Field(
         default_factory=list,
         max_length=64,
         description="Extra Kubernetes Volumes (e.g. for sources), added to the driver and "
         "to every executor.",
     )
-    volume_mounts: list[dict[str, Any]] = Field(
+    volume_mounts: list[
+        Annotated[
+            dict[str, Any],
+            Field(description="A Kubernetes VolumeMount (name of a volume, mountPath)."),
+        ]
+    ] = Field(
         default_factory=list,
         max_length=64,
         description="Kubernetes VolumeMounts of the extra volumes, on the driver's and "
