@@ -16,6 +16,7 @@ __all__ = [
     "ANNOTATION_CONTROL_ADDRESS",
     "ANNOTATION_SPEC_HASH",
     "DRIVER_CONTAINER",
+    "EXECUTOR_CONTAINER",
     "FINALIZER",
     "LABEL_ATTEMPT",
     "LABEL_CLUSTER",
@@ -24,6 +25,7 @@ __all__ = [
     "ROLE_DRIVER",
     "ROLE_EXECUTOR",
     "ROLE_STATE",
+    "control_token_secret_name",
     "driver_pod_name",
     "driver_service_name",
     "label_value",
@@ -44,6 +46,9 @@ ANNOTATION_CONTROL_ADDRESS = f"{GROUP}/control-address"
 the driver Service's DNS name — for tests and for debugging through a port-forward."""
 FINALIZER = f"{GROUP}/finalizer"
 DRIVER_CONTAINER = "driver"
+EXECUTOR_CONTAINER = "executor"
+"""The container of the executor pod template
+(``spark.kubernetes.executor.podTemplateContainerName``)."""
 
 _MAX_LABEL = 63
 _MAX_DNS_LABEL = 63
@@ -69,13 +74,21 @@ def driver_pod_name(replica: str, attempt: int) -> str:
     return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"
 
 
-def state_claim_name(replica: str) -> str:
-    """The PersistentVolumeClaim of a replica's state: ``{replica}-state`` (one per Replica,
-    shared by all its driver attempts)."""
-    suffix = "-state"
+def _suffixed(replica: str, suffix: str) -> str:
     if len(replica) + len(suffix) <= 253:
         return replica + suffix
     return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"
+
+
+def state_claim_name(replica: str) -> str:
+    """The PersistentVolumeClaim of a replica's state: ``{replica}-state`` (one per Replica,
+    shared by all its driver attempts)."""
+    return _suffixed(replica, "-state")
+
+
+def control_token_secret_name(replica: str) -> str:
+    """The Secret holding a replica's control-API token: ``{replica}-control-token``."""
+    return _suffixed(replica, "-control-token")
 
 
 def driver_service_name(replica: str) -> str:
