@@ -5,7 +5,8 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,16 +22,21 @@ from dataflow_operator.api.protocol import (
     ReplicaPhase,
     ReplicaReport,
 )
-from dataflow_operator.runtime.control_api import ControlServer, parse_address
-from dataflow_operator.runtime.service import NotAnIndex, UnknownDataflow
+from dataflow_operator.runtime.changelog_store import ChangelogStore
+from dataflow_operator.runtime.serve import ControlServer, parse_address
+from dataflow_operator.runtime.service import Changelog, NotAnIndex, UnknownDataflow
 
 
 class FakeReplica:
-    """Keeps the desired set in memory; peeks return one row per Index."""
+    """Keeps the desired set in memory; peeks return one row per Index; each dataflow's
+    changelog is a store under ``root`` that tests write to."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
+        self.root = root
         self.installed: dict[str, DesiredDataflows] = {}
         self.specs: dict[str, Any] = {}
+        self.stores: dict[str, ChangelogStore] = {}
+        self.listeners: list[Callable[[str], None]] = []
         self.applied = threading.Event()
 
     def report(self) -> ReplicaReport:
@@ -71,10 +77,24 @@ class FakeReplica:
     def ready(self) -> bool:
         return self.applied.is_set()
 
+    def changelog(self, name: str) -> Changelog:
+        if name not in self.specs:
+            raise UnknownDataflow(f"no dataflow {name!r}")
+        store = self.stores.setdefault(name, ChangelogStore(self.root / name))
+        return Changelog(store, self.specs[name].kind)
+
+    def add_batch_listener(self, listener: Callable[[str], None]) -> None:
+        self.listeners.append(listener)
+
+    def completed(self, name: str) -> None:
+        """As the engine does after a step: tell the listeners."""
+        for listener in self.listeners:
+            listener(name)
+
 
 @pytest.fixture
-def replica() -> FakeReplica:
-    return FakeReplica()
+def replica(tmp_path: Path) -> FakeReplica:
+    return FakeReplica(tmp_path)
 
 
 @pytest.fixture

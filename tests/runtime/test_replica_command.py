@@ -20,13 +20,13 @@ from pyspark.sql import SparkSession
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
-from dataflow_operator.runtime.control_api import ControlServer
 from dataflow_operator.runtime.replica_command import (
     ConfigError,
     ReplicaConfig,
     configure,
     execute,
 )
+from dataflow_operator.runtime.serve import ControlServer
 
 
 def _args(*argv: str) -> argparse.Namespace:
