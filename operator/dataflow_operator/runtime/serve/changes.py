@@ -77,7 +77,8 @@ class ChangeReader:
                     TIME,
                     pa.array([as_of] * contents.num_rows, contents.schema.field(TIME).type),
                 )
-                lines = sorted(_lines(consolidate(contents)))
+                rows = _lines(consolidate(contents))
+                lines = sorted(rows, key=lambda line: line.split("\t")[2:])  # by row
                 chunks.extend(_chunks(((as_of, line) for line in lines), as_of))
             self._pending = table.filter(pc.greater(times, as_of))
         if not chunks:
