@@ -7,10 +7,9 @@ pod it meant to create instead of creating a second one.
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 from dataflow_operator.api.meta import GROUP
+from dataflow_operator.api.naming import driver_service_name
+from dataflow_operator.api.naming import short_digest as _digest
 
 __all__ = [
     "ANNOTATION_CONTROL_ADDRESS",
@@ -46,12 +45,6 @@ FINALIZER = f"{GROUP}/finalizer"
 DRIVER_CONTAINER = "driver"
 
 _MAX_LABEL = 63
-_MAX_DNS_LABEL = 63
-_NOT_DNS = re.compile(r"[^a-z0-9-]")
-
-
-def _digest(text: str, length: int = 8) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def label_value(value: str) -> str:
@@ -76,15 +69,6 @@ def state_claim_name(replica: str) -> str:
     if len(replica) + len(suffix) <= 253:
         return replica + suffix
     return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"
-
-
-def driver_service_name(replica: str) -> str:
-    """The headless Service of a replica's driver (a DNS-1035 label, at most 63 chars)."""
-    base = _NOT_DNS.sub("-", replica.lower())
-    name = f"{base}-driver"
-    if len(name) <= _MAX_DNS_LABEL and name[0].isalpha():
-        return name
-    return f"df-{base[: _MAX_DNS_LABEL - 19].strip('-')}-{_digest(replica)}-driver"
 
 
 def standard_labels(replica: str, cluster: str) -> dict[str, str]:

@@ -31,7 +31,7 @@ endpoint), :mod:`.errors`, :mod:`.auth`, :mod:`.stream` (the subscribe endpoint)
 :mod:`.changes` (a changelog store read as time-ordered lines, pure of HTTP).
 """
 
-from dataflow_operator.runtime.serve.auth import TOKEN_HEADER, read_token
+from dataflow_operator.runtime.serve.auth import read_token
 from dataflow_operator.runtime.serve.errors import VERSION_HEADER
 from dataflow_operator.runtime.serve.routes import MAX_BODY_BYTES
 from dataflow_operator.runtime.serve.server import ControlServer, parse_address
@@ -39,7 +39,6 @@ from dataflow_operator.runtime.serve.stream import StreamLimits
 
 __all__ = [
     "MAX_BODY_BYTES",
-    "TOKEN_HEADER",
     "VERSION_HEADER",
     "ControlServer",
     "StreamLimits",

@@ -19,12 +19,11 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from dataflow_operator.api.protocol import ErrorBody
+from dataflow_operator.api.protocol import CONTROL_TOKEN_HEADER, ErrorBody
 from dataflow_operator.runtime.serve.errors import json_response
 
-__all__ = ["OPEN_PATHS", "TOKEN_HEADER", "read_token", "token_middleware"]
+__all__ = ["OPEN_PATHS", "read_token", "token_middleware"]
 
-TOKEN_HEADER = "X-Dataflow-Token"
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 """Open to kubelet probes and Prometheus, token or not."""
 
@@ -42,7 +41,7 @@ def _supplied(request: web.Request) -> str | None:
     scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
-    return request.headers.get(TOKEN_HEADER)
+    return request.headers.get(CONTROL_TOKEN_HEADER)
 
 
 def token_middleware(token: str) -> Middleware:
@@ -58,7 +57,7 @@ def token_middleware(token: str) -> Middleware:
             body = ErrorBody(
                 error="Unauthorized",
                 message=f"the request carries {said}: send 'Authorization: Bearer <token>' "
-                f"or '{TOKEN_HEADER}: <token>' with the replica's control token",
+                f"or '{CONTROL_TOKEN_HEADER}: <token>' with the replica's control token",
             )
             refused = json_response(body, HTTPStatus.UNAUTHORIZED)
             refused.headers["WWW-Authenticate"] = 'Bearer realm="dataflow-replica"'
