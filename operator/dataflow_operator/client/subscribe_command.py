@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         response = open_endpoint(args, "subscribe", query)
         for line in iter_lines(response):
             if line.startswith("#end\t"):
-                _, reason, _, message = (line.split("\t", 3) + ["", "", ""])[:4]
+                _, reason, _, message = [*line.split("\t", 3), "", "", ""][:4]
                 print(
                     f"subscribe: the replica ended the stream: {reason}: {message}", file=sys.stderr
                 )
