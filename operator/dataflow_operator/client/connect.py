@@ -2,8 +2,9 @@
 
 :func:`open_endpoint` sends ``GET /dataflows/{name}/{endpoint}`` either to ``--address``
 directly or through the Kubernetes API server's service proxy (:mod:`.kube`), with the
-control token in both ``Authorization: Bearer`` and ``X-Dataflow-Token`` (the service
-proxy drops the first). Every failure is a :class:`ClientError` whose message is the one
+control token in ``Authorization: Bearer`` and ``X-Dataflow-Token`` directly, and only in
+``X-Dataflow-Token`` through the service proxy (there ``Authorization`` authenticates the
+user to the API server, which does not pass it on). Every failure is a :class:`ClientError` whose message is the one
 line the command prints.
 """
 
@@ -96,11 +97,15 @@ def open_endpoint(
     return response
 
 
-def auth_headers(token: str | None) -> dict[str, str]:
-    """The token in both headers the control API accepts."""
+def auth_headers(token: str | None, *, bearer: bool = True) -> dict[str, str]:
+    """The token in the headers the control API accepts; ``bearer=False`` when
+    ``Authorization`` carries the user's credentials for the Kubernetes API server."""
     if token is None:
         return {}
-    return {"Authorization": f"Bearer {token}", CONTROL_TOKEN_HEADER: token}
+    headers = {CONTROL_TOKEN_HEADER: token}
+    if bearer:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def check(response: urllib3.BaseHTTPResponse, where: str) -> None:

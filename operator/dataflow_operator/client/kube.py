@@ -143,5 +143,7 @@ def open_via_service_proxy(
     if token is None:
         token = _secret_token(kube, namespace, replica)
     where = f"Replica {namespace}/{replica} (through the API server's service proxy)"
-    response = kube.get(proxy_path(namespace, replica, path), query, auth_headers(token))
+    response = kube.get(
+        proxy_path(namespace, replica, path), query, auth_headers(token, bearer=False)
+    )
     return response, where

@@ -160,12 +160,21 @@ class ControlServer:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 self._loop.call_soon_threadsafe(self._notifier.notify, name)
 
+    async def _shutdown(self) -> None:
+        self._notifier.stop()
+        await self._runner.cleanup()
+        # Handlers still running past the runner's shutdown timeout: cancel and await them
+        # here, so that none is left suspended in a closed loop.
+        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def stop(self, timeout: float = 5.0) -> None:
         """End the subscribers' streams, stop serving, close the socket."""
         self._listening = False
         if self._thread is not None:
-            self._loop.call_soon_threadsafe(self._notifier.stop)
-            future = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+            future = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
             try:
                 future.result(timeout)
             except Exception as error:
@@ -174,7 +183,7 @@ class ControlServer:
             self._thread.join(timeout)
             self._thread = None
         elif not self._loop.is_running():
-            self._loop.run_until_complete(self._runner.cleanup())
+            self._loop.run_until_complete(self._shutdown())
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._socket.close()
         if not self._loop.is_running():
