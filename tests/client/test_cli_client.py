@@ -39,7 +39,12 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [SCRIPT, *args], capture_output=True, text=True, env=env or clean_env(), timeout=60
+        [SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        env=env or clean_env(),
+        timeout=60,
+        check=False,
     )
 
 
@@ -315,7 +320,7 @@ def test_subscribe_and_peek_through_the_service_proxy(
     assert read_lines(process, 2) == ["199\t1\ta", "199\t1\tb"]
     write(replica, "s", 1, [("c", 250, 1)], upper=300)
     assert read_lines(process, 1) == ["250\t1\tc"]
-    code, out, err = interrupt(process)
+    code, _, err = interrupt(process)
     assert (code, err) == (0, "")
 
     # the Dataflow's status picked r1 (hydrated), its Secret gave the token, the namespace

@@ -4,8 +4,8 @@
 directly or through the Kubernetes API server's service proxy (:mod:`.kube`), with the
 control token in ``Authorization: Bearer`` and ``X-Dataflow-Token`` directly, and only in
 ``X-Dataflow-Token`` through the service proxy (there ``Authorization`` authenticates the
-user to the API server, which does not pass it on). Every failure is a :class:`ClientError` whose message is the one
-line the command prints.
+user to the API server, which does not pass it on). Every failure is a
+:class:`ClientError` whose message is the one line the command prints.
 """
 
 from __future__ import annotations
