@@ -241,3 +241,18 @@ def _table(updates: list[tuple[str, int, int]]) -> pa.Table:
             DIFF: pa.array([u[2] for u in updates], pa.int64()),
         }
     )
+
+
+def test_an_unreadable_changelog_ends_the_stream_with_a_line(
+    server: ControlServer, replica: FakeReplica
+) -> None:
+    write(replica, "s", 0, [("a", 100, 1)], upper=200)
+    stream = Stream(server)
+    assert stream.lines(1) == ["199\t1\ta"]
+    store = replica.changelog("s").store
+    store.part(1).write_bytes(b"not parquet")
+    store.write(1, None, 300)
+    replica.completed("s")
+    (end,) = stream.rest()
+    assert end.startswith("#end\tReadFailed\t199\treading the changelog failed")
+    stream.close()

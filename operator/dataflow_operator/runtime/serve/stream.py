@@ -14,7 +14,8 @@ passed its time. Lines starting with ``#`` are the stream's own:
   sent; it follows the snapshot and every later group of updates, and comes even when
   the dataflow emitted nothing, so a client always knows its resume point;
 - ``#end<TAB>REASON<TAB>T<TAB>MESSAGE``: the replica ends the stream. REASON is
-  ``SlowSubscriber``, ``DataflowDropped``, ``DataflowReinstalled`` or ``ShuttingDown``;
+  ``SlowSubscriber``, ``DataflowDropped``, ``DataflowReinstalled``, ``ShuttingDown`` or
+  ``ReadFailed``;
   ``T`` is the last complete time sent (``-`` before the snapshot).
 
 Resuming: a client that has seen everything up to a complete time ``T`` (the time of a
@@ -203,7 +204,12 @@ async def stream_changes(
         while end is None and not writer.done():
             wake.clear()
             first = reader.sent is None
-            chunks = await blocking(reader.snapshot if first else reader.advance) or []
+            try:
+                chunks = await blocking(reader.snapshot if first else reader.advance) or []
+            except Exception as error:  # the headers are sent: end the stream instead
+                log.exception("reading the changelog failed", dataflow=name)
+                end = ("ReadFailed", f"reading the changelog failed: {type(error).__name__}")
+                break
             for chunk in chunks:
                 try:
                     await asyncio.wait_for(queue.put(chunk), limits.stall_seconds)
