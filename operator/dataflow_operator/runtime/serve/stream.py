@@ -211,13 +211,13 @@ async def stream_changes(
                 end = ("ReadFailed", f"reading the changelog failed: {type(error).__name__}")
                 break
             for chunk in chunks:
+                written.queued_bytes += len(chunk.text)  # counted before the writer takes it
+                stats.peak_queued_bytes = max(stats.peak_queued_bytes, written.queued_bytes)
                 try:
                     await asyncio.wait_for(queue.put(chunk), limits.stall_seconds)
                 except TimeoutError:
                     end = ("SlowSubscriber", _slow_message(limits))
                     break
-                written.queued_bytes += len(chunk.text)
-                stats.peak_queued_bytes = max(stats.peak_queued_bytes, written.queued_bytes)
             if end is None:
                 await wake.wait()
                 end = await blocking(_ended, service, notifier, name, changelog.store)
@@ -241,7 +241,10 @@ async def stream_changes(
     return response
 
 
-def _ended(service: ReplicaService, notifier: Notifier, name: str, store: object) -> Any:
+def _ended(
+    service: ReplicaService, notifier: Notifier, name: str, store: object
+) -> tuple[str, str] | None:
+    """Why the stream must end now, if it must."""
     if notifier.stopping:
         return ("ShuttingDown", "the replica is stopping")
     try:
