@@ -16,13 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from aiohttp import ClientSession, web
 from tests.runtime.fake_replica import FakeReplica
 
 from dataflow_operator.api.protocol import DesiredDataflows
-from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.serve import ControlServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,20 +46,6 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
-def write(
-    replica: FakeReplica, name: str, batch: int, rows: list[tuple[str, int, int]], upper: int
-) -> None:
-    table = pa.table(
-        {
-            "x": pa.array([r[0] for r in rows], pa.string()),
-            TIME: pa.array([r[1] for r in rows], pa.int64()),
-            DIFF: pa.array([r[2] for r in rows], pa.int64()),
-        }
-    )
-    replica.changelog(name).store.write(batch, table, upper)
-    replica.completed(name)
-
-
 @pytest.fixture
 def replica(tmp_path: Path) -> FakeReplica:
     fake = FakeReplica(tmp_path / "replica")
@@ -70,8 +54,8 @@ def replica(tmp_path: Path) -> FakeReplica:
         {"name": "i", "spec": {"cluster": "c", "kind": "Index", "sql": "SELECT 1 AS x"}},
     ]
     fake.apply(DesiredDataflows.model_validate({"dataflows": flows}))
-    write(fake, "s", 0, [("a", 100, 1), ("b", 150, 1)], upper=200)
-    write(fake, "i", 0, [("k", 100, 2)], upper=200)
+    fake.write("s", 0, [("a", 100, 1), ("b", 150, 1)], upper=200)
+    fake.write("i", 0, [("k", 100, 2)], upper=200)
     return fake
 
 
@@ -115,7 +99,7 @@ def test_subscribe_direct_prints_snapshot_then_updates_and_ctrl_c_exits_0(
     address = f"127.0.0.1:{server.port}"
     process = subscribe(["s", "--address", address, "--token-file", str(token_file)], clean_env())
     assert read_lines(process, 2) == ["199\t1\ta", "199\t1\tb"]
-    write(replica, "s", 1, [("b", 210, -1), ("c", 220, 1)], upper=300)
+    replica.write("s", 1, [("b", 210, -1), ("c", 220, 1)], upper=300)
     assert read_lines(process, 2) == ["210\t-1\tb", "220\t1\tc"]
     code, out, err = interrupt(process)
     assert (code, out, err) == (0, "", "")
@@ -318,7 +302,7 @@ def test_subscribe_and_peek_through_the_service_proxy(
     env = clean_env(KUBECONFIG=str(kubeconfig(tmp_path, api_server.port)))
     process = subscribe(["s"], env)
     assert read_lines(process, 2) == ["199\t1\ta", "199\t1\tb"]
-    write(replica, "s", 1, [("c", 250, 1)], upper=300)
+    replica.write("s", 1, [("c", 250, 1)], upper=300)
     assert read_lines(process, 1) == ["250\t1\tc"]
     code, _, err = interrupt(process)
     assert (code, err) == (0, "")

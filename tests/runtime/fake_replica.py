@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from dataflow_operator.api.dataflow import DataflowKindField
 from dataflow_operator.api.protocol import (
     DataflowReport,
@@ -16,7 +18,7 @@ from dataflow_operator.api.protocol import (
     ReplicaPhase,
     ReplicaReport,
 )
-from dataflow_operator.runtime.changelog_store import ChangelogStore
+from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.service import Changelog, NotAnIndex, UnknownDataflow
 
 
@@ -78,6 +80,18 @@ class FakeReplica:
 
     def add_batch_listener(self, listener: Callable[[str], None]) -> None:
         self.listeners.append(listener)
+
+    def write(self, name: str, batch: int, updates: list[tuple[str, int, int]], upper: int) -> None:
+        """One batch of ``(x, time, diff)`` updates into the dataflow's store, then notify."""
+        table = pa.table(
+            {
+                "x": pa.array([u[0] for u in updates], pa.string()),
+                TIME: pa.array([u[1] for u in updates], pa.int64()),
+                DIFF: pa.array([u[2] for u in updates], pa.int64()),
+            }
+        )
+        self.changelog(name).store.write(batch, table, upper)
+        self.completed(name)
 
     def completed(self, name: str) -> None:
         """As the engine does after a step: tell the listeners."""

@@ -9,12 +9,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from tests.runtime.fake_replica import FakeReplica
 
 from dataflow_operator.api.protocol import DesiredDataflow, DesiredDataflows
-from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.serve import ControlServer, StreamLimits
 from dataflow_operator.runtime.serve.changes import CHUNK_BYTES
 
@@ -34,14 +32,6 @@ def desired(*names: str, indexes: tuple[str, ...] = ()) -> DesiredDataflows:
             ]
         }
     )
-
-
-def write(
-    replica: FakeReplica, name: str, batch: int, updates: list[tuple[str, int, int]], upper: int
-) -> None:
-    """One batch of ``(x, time, diff)`` updates into the dataflow's store, then notify."""
-    replica.changelog(name).store.write(batch, _table(updates), upper)
-    replica.completed(name)
 
 
 @pytest.fixture
@@ -78,15 +68,15 @@ class Stream:
 def test_snapshot_then_updates_in_time_order_once_the_upper_passes_them(
     server: ControlServer, replica: FakeReplica
 ) -> None:
-    write(replica, "s", 0, [("a", 100, 1), ("b", 100, 1), ("b", 150, -1)], upper=200)
+    replica.write("s", 0, [("a", 100, 1), ("b", 100, 1), ("b", 150, -1)], upper=200)
     stream = Stream(server)
     assert stream.response.status == 200
     assert stream.response.getheader("Content-Type", "").startswith("text/plain")
     assert stream.lines(1) == ["199\t1\ta"]  # the contents at upper - 1; b came and went
     # 'e' at 900 is emitted early (a future time): it waits until the upper passes 900
-    write(replica, "s", 1, [("e", 900, 1), ("d", 260, 1), ("c", 250, 1)], upper=300)
+    replica.write("s", 1, [("e", 900, 1), ("d", 260, 1), ("c", 250, 1)], upper=300)
     assert stream.lines(2) == ["250\t1\tc", "260\t1\td"]
-    write(replica, "s", 2, [("a", 500, -1)], upper=1000)
+    replica.write("s", 2, [("a", 500, -1)], upper=1000)
     assert stream.lines(2) == ["500\t-1\ta", "900\t1\te"]
     stream.close()
 
@@ -94,9 +84,9 @@ def test_snapshot_then_updates_in_time_order_once_the_upper_passes_them(
 def test_resume_with_as_of_and_no_snapshot_gets_exactly_the_rest(
     server: ControlServer, replica: FakeReplica
 ) -> None:
-    write(replica, "s", 0, [("a", 100, 1)], upper=200)
-    write(replica, "s", 1, [("c", 250, 1), ("e", 900, 1)], upper=300)
-    write(replica, "s", 2, [("a", 500, -1)], upper=1000)
+    replica.write("s", 0, [("a", 100, 1)], upper=200)
+    replica.write("s", 1, [("c", 250, 1), ("e", 900, 1)], upper=300)
+    replica.write("s", 2, [("a", 500, -1)], upper=1000)
     everything = Stream(server, "?asOf=0&snapshot=false")
     seen = everything.lines(4)
     everything.close()
@@ -114,13 +104,13 @@ def test_resume_with_as_of_and_no_snapshot_gets_exactly_the_rest(
 def test_a_future_as_of_waits_and_progress_lines_mark_complete_times(
     server: ControlServer, replica: FakeReplica
 ) -> None:
-    write(replica, "s", 0, [("a", 100, 1)], upper=200)
+    replica.write("s", 0, [("a", 100, 1)], upper=200)
     stream = Stream(server, "?asOf=400&progress=true")
-    write(replica, "s", 1, [], upper=300)  # not yet at 400: nothing
-    write(replica, "s", 2, [("b", 350, 1), ("c", 450, 1)], upper=500)
+    replica.write("s", 1, [], upper=300)  # not yet at 400: nothing
+    replica.write("s", 2, [("b", 350, 1), ("c", 450, 1)], upper=500)
     assert stream.lines(4) == ["400\t1\ta", "400\t1\tb", "#progress\t400", "450\t1\tc"]
     assert stream.lines(1) == ["#progress\t499"]
-    write(replica, "s", 3, [], upper=700)  # no update: still a progress line
+    replica.write("s", 3, [], upper=700)  # no update: still a progress line
     assert stream.lines(1) == ["#progress\t699"]
     stream.close()
 
@@ -144,7 +134,7 @@ def test_bad_parameters_and_unknown_dataflow(server: ControlServer) -> None:
 def test_a_dropped_dataflow_ends_the_stream_with_its_resume_point(
     server: ControlServer, replica: FakeReplica
 ) -> None:
-    write(replica, "s", 0, [("a", 100, 1)], upper=200)
+    replica.write("s", 0, [("a", 100, 1)], upper=200)
     stream = Stream(server)
     assert stream.lines(1) == ["199\t1\ta"]
     replica.apply(desired())
@@ -159,7 +149,7 @@ def test_peek_lines_are_the_snapshot_a_subscriber_starts_with(
     tmp_path: Path, server: ControlServer, replica: FakeReplica
 ) -> None:
     replica.apply(desired("s", indexes=("i",)))
-    write(replica, "i", 0, [("b", 100, 1), ("a", 120, 1), ("a", 130, 1)], upper=200)
+    replica.write("i", 0, [("b", 100, 1), ("a", 120, 1), ("a", 130, 1)], upper=200)
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     connection.request("GET", "/dataflows/i/peek?format=lines")
     response = connection.getresponse()
@@ -200,7 +190,7 @@ def test_a_slow_subscriber_is_dropped_with_a_message_and_memory_stays_bounded(
     times = 200
     for time_ in range(times):  # 200 times x 100 rows x ~1 KB: ~20 MB of lines
         updates = [(f"{time_}-{i}-{padding}", 1000 + time_, 1) for i in range(100)]
-        replica.changelog("s").store.write(time_, _table(updates), 1000 + time_ + 1)
+        replica.write("s", time_, updates, 1000 + time_ + 1)
     expected = [f"{1000 + t}\t1\t{t}-{i}-{padding}" for t in range(times) for i in range(100)]
     limits = StreamLimits(queue_chunks=2, stall_seconds=0.5, close_seconds=10)
     with ControlServer(replica, "127.0.0.1:0", limits=limits) as server:
@@ -235,20 +225,10 @@ def test_a_slow_subscriber_is_dropped_with_a_message_and_memory_stays_bounded(
         assert lines[:-1] + got == expected
 
 
-def _table(updates: list[tuple[str, int, int]]) -> pa.Table:
-    return pa.table(
-        {
-            "x": pa.array([u[0] for u in updates], pa.string()),
-            TIME: pa.array([u[1] for u in updates], pa.int64()),
-            DIFF: pa.array([u[2] for u in updates], pa.int64()),
-        }
-    )
-
-
 def test_an_unreadable_changelog_ends_the_stream_with_a_line(
     server: ControlServer, replica: FakeReplica
 ) -> None:
-    write(replica, "s", 0, [("a", 100, 1)], upper=200)
+    replica.write("s", 0, [("a", 100, 1)], upper=200)
     stream = Stream(server)
     assert stream.lines(1) == ["199\t1\ta"]
     store = replica.changelog("s").store

@@ -22,6 +22,7 @@ __all__ = [
     "error_middleware",
     "json_response",
     "text_response",
+    "unknown_dataflow",
     "version_middleware",
 ]
 
@@ -38,6 +39,11 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.body = ErrorBody(error=error, message=message)
+
+
+def unknown_dataflow(name: str, error: LookupError) -> ApiError:
+    """404 for a dataflow the replica does not run (peek and subscribe alike)."""
+    return ApiError(HTTPStatus.NOT_FOUND, "UnknownDataflow", str(error) or f"no dataflow {name!r}")
 
 
 def json_response(model: BaseModel, status: int = HTTPStatus.OK) -> web.Response:

@@ -30,6 +30,7 @@ from dataflow_operator.runtime.serve.errors import (
     error_middleware,
     json_response,
     text_response,
+    unknown_dataflow,
     version_middleware,
 )
 from dataflow_operator.runtime.serve.stream import (
@@ -96,9 +97,7 @@ class ControlApi:
                 return text_response(await self.blocking(self._peek_lines, name))
             return json_response(await self.blocking(self.service.peek, name))
         except UnknownDataflow as error:
-            raise ApiError(
-                HTTPStatus.NOT_FOUND, "UnknownDataflow", str(error) or f"no dataflow {name!r}"
-            ) from None
+            raise unknown_dataflow(name, error) from None
         except NotAnIndex as error:
             raise ApiError(
                 HTTPStatus.CONFLICT, "NotAnIndex", str(error) or f"{name!r} is not an Index"

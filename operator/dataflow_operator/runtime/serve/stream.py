@@ -47,7 +47,7 @@ from aiohttp import web
 from dataflow_operator.core.time import parse_timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.serve.changes import CHUNK_BYTES, ChangeReader, Chunk
-from dataflow_operator.runtime.serve.errors import ApiError
+from dataflow_operator.runtime.serve.errors import ApiError, unknown_dataflow
 from dataflow_operator.runtime.service import ReplicaService, UnknownDataflow
 
 __all__ = ["Notifier", "StreamLimits", "StreamStats", "SubscribeParams", "stream_changes"]
@@ -184,9 +184,7 @@ async def stream_changes(
     try:
         changelog = await blocking(service.changelog, name)
     except UnknownDataflow as error:
-        raise ApiError(
-            HTTPStatus.NOT_FOUND, "UnknownDataflow", str(error) or f"no dataflow {name!r}"
-        ) from None
+        raise unknown_dataflow(name, error) from None
     reader = ChangeReader(changelog.store, params.as_of, snapshot=params.snapshot)
     response = web.StreamResponse(
         headers={"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"}
