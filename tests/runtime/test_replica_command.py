@@ -63,17 +63,24 @@ def test_configuration_from_the_injected_environment() -> None:
         injection.ENV_CLUSTER: "default",
         injection.ENV_ATTEMPT: "3",
         injection.ENV_CONTROL_ADDRESS: "0.0.0.0:9999",
-        injection.ENV_STATE_DIR: "/data/state",
+        injection.ENV_STATE_URI: "s3a://bucket/replicas/r1",
+        "AWS_ENDPOINT_URL": "http://minio:9000",
         injection.ENV_SPARK_MASTER: "k8s://https://kubernetes.default.svc",
         injection.ENV_SPARK_CONF: json.dumps({"spark.executor.instances": "2"}),
+        injection.ENV_EXECUTOR_POD_TEMPLATE: json.dumps(
+            {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "executor"}]}}
+        ),
     }
     config = ReplicaConfig.resolve(_args(), env)
     assert config.start_time == 1_700_000_000_000
     assert config.expiration_offset is not None and str(config.expiration_offset) == "21d"
     assert config.master == "k8s://https://kubernetes.default.svc"
     assert config.control_address == "0.0.0.0:9999"
-    assert config.state_dir == Path("/data/state")
+    assert config.state_dir == "s3a://bucket/replicas/r1"
+    assert config.spark_conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert config.spark_conf["spark.executor.instances"] == "2"
+    template = Path(config.spark_conf["spark.kubernetes.executor.podTemplateFile"])
+    assert json.loads(template.read_text())["spec"]["containers"] == [{"name": "executor"}]
     assert config.spark_conf[injection.CONF_START_TIME_MS] == "1700000000000"
     assert config.labels == {"replica": "r1", "namespace": "ns", "cluster": "default"}
     # flags win over the environment
@@ -82,6 +89,21 @@ def test_configuration_from_the_injected_environment() -> None:
     )
     assert flagged.master == "local[2]" and flagged.expiration_offset is None
     assert flagged.spark_conf["a.b"] == "c"
+
+
+def test_the_older_state_dir_variable_and_a_bad_pod_template() -> None:
+    env = {injection.ENV_STATE_DIR: "/data/state"}
+    assert ReplicaConfig.resolve(_args(), env).state_dir == "/data/state"
+    local = {**env, injection.ENV_EXECUTOR_POD_TEMPLATE: "{}"}
+    assert "spark.kubernetes.executor.podTemplateFile" not in (
+        ReplicaConfig.resolve(_args(), local).spark_conf  # no executors without k8s://
+    )
+    broken = {**local, injection.ENV_SPARK_MASTER: "k8s://https://k", "x": ""}
+    broken[injection.ENV_EXECUTOR_POD_TEMPLATE] = "{not json"
+    with pytest.raises(ConfigError, match="DATAFLOW_EXECUTOR_POD_TEMPLATE: not JSON"):
+        ReplicaConfig.resolve(_args(), broken)
+    with pytest.raises(ConfigError, match="unsupported scheme 'ftp'"):
+        ReplicaConfig.resolve(_args(), {injection.ENV_STATE_URI: "ftp://x/y"})
 
 
 def test_defaults_and_conf_twins() -> None:

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["configure", "execute", "format_update", "run"]
 
 log = get_logger(__name__)
-DEFAULT_STATE_DIR = Path("state")
+DEFAULT_STATE_DIR = "state"
+DEFAULT_MASTER = "local[*]"
 QUIET_LOG_LEVEL = "OFF"
 """Spark's own log level in ``run``: errors are reported as one line per dataflow."""
 
@@ -86,9 +87,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     stop.add_argument("--batches", type=int, help="stop after N batches")
     parser.add_argument(
         "--state-dir",
-        type=Path,
         default=DEFAULT_STATE_DIR,
-        help="checkpoints and changelogs; a later run with the same one resumes (default: state)",
+        metavar="PATH|URI",
+        help="the state location (a path, file://, s3a://, gs://, abfss:// or hdfs:// URI): "
+        "checkpoints and changelogs; a later run with the same one resumes (default: state)",
+    )
+    parser.add_argument(
+        "--master",
+        default=DEFAULT_MASTER,
+        help="Spark master (default local[*]); local-cluster[N,CORES,MEM_MB] runs N executors "
+        "as separate processes",
     )
     parser.add_argument(
         "--status-file", type=Path, help="write the replica status JSON here after each batch"
@@ -119,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
     def session() -> SparkSession:
         nonlocal spark
         spark = spark_session(
-            app_name="dataflow-run", conf={"spark.ui.showConsoleProgress": "false"}
+            master=args.master,
+            app_name="dataflow-run",
+            conf={"spark.ui.showConsoleProgress": "false"},
         )
         spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
         return spark
