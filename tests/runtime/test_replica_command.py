@@ -20,13 +20,13 @@ from pyspark.sql import SparkSession
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
-from dataflow_operator.runtime.control_api import ControlServer
 from dataflow_operator.runtime.replica_command import (
     ConfigError,
     ReplicaConfig,
     configure,
     execute,
 )
+from dataflow_operator.runtime.serve import ControlServer
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -126,11 +126,21 @@ def test_defaults_and_conf_twins() -> None:
         ({injection.ENV_START_TIME_MS: "yesterday"}, injection.ENV_START_TIME_MS),
         ({injection.ENV_SPARK_CONF: "[1]"}, "JSON object"),
         ({injection.ENV_CONTROL_ADDRESS: "host:port"}, "not a port"),
+        ({injection.ENV_CONTROL_TOKEN_FILE: "/nonexistent/token"}, "No such file"),
     ],
 )
 def test_bad_configuration_is_one_clear_error(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ReplicaConfig.resolve(_args(), env)
+
+
+def test_the_control_token_is_read_from_the_injected_file(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("abc123\n")
+    env = {injection.ENV_CONTROL_TOKEN_FILE: str(tmp_path / "token")}
+    config = ReplicaConfig.resolve(_args(), env)
+    assert config.control_token == "abc123"
+    assert "abc123" not in repr(config)
+    assert ReplicaConfig.resolve(_args(), {}).control_token is None
 
 
 @pytest.mark.spark

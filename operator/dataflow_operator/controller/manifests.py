@@ -53,6 +53,7 @@ from typing import Any
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.meta import API_VERSION
+from dataflow_operator.api.naming import CONTROL_PORT_NAME
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.naming import (
@@ -424,7 +425,7 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
         "command": ["dataflow-operator", "replica"],
         "env": _env(replica, config, attempt, offset),
         "ports": [
-            {"name": "control", "containerPort": config.control_port, "protocol": "TCP"},
+            {"name": CONTROL_PORT_NAME, "containerPort": config.control_port, "protocol": "TCP"},
             {"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
             {"name": "block-manager", "containerPort": DRIVER_BLOCK_MANAGER_PORT},
             {"name": "spark-ui", "containerPort": UI_PORT, "protocol": "TCP"},
@@ -434,11 +435,11 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
             "limits": {"memory": _driver_memory_limit(replica)},
         },
         "readinessProbe": {
-            "httpGet": {"path": "/readyz", "port": "control"},
+            "httpGet": {"path": "/readyz", "port": CONTROL_PORT_NAME},
             "periodSeconds": 5,
         },
         "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "control"},
+            "httpGet": {"path": "/healthz", "port": CONTROL_PORT_NAME},
             "initialDelaySeconds": 30,
             "periodSeconds": 10,
             "failureThreshold": 6,
@@ -574,7 +575,11 @@ def build_driver_service(replica: Replica, config: OperatorConfig) -> dict[str, 
             "publishNotReadyAddresses": True,
             "selector": selector,
             "ports": [
-                {"name": "control", "port": config.control_port, "targetPort": "control"},
+                {
+                    "name": CONTROL_PORT_NAME,
+                    "port": config.control_port,
+                    "targetPort": CONTROL_PORT_NAME,
+                },
                 {"name": "spark-driver", "port": DRIVER_PORT, "targetPort": "spark-driver"},
                 {
                     "name": "block-manager",

@@ -41,7 +41,12 @@ from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.expiry import expiration_of, last_refresh_at_or_before
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
 from dataflow_operator.runtime.running import BatchOutput, DataflowSettings, RunningDataflow
-from dataflow_operator.runtime.service import NotAnIndex, UnknownDataflow
+from dataflow_operator.runtime.service import (
+    BatchListener,
+    Changelog,
+    NotAnIndex,
+    UnknownDataflow,
+)
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["Engine", "EngineConfig", "dataflows_from", "expired_message", "write_status"]
@@ -110,6 +115,7 @@ class Engine:
         self._applied = False
         self._lock = threading.RLock()
         self._step_lock = threading.Lock()
+        self._listeners: list[BatchListener] = []
         spark.conf.set("spark.sql.streaming.pollingDelay", "50ms")
         self.state = config.state
         self.state.make_dirs()
@@ -157,7 +163,9 @@ class Engine:
             self._applied = True
             if self.phase is ReplicaPhase.STARTING:
                 self.phase = ReplicaPhase.RUNNING
-            return result
+        for name in result.dropped + result.reinstalled:
+            self._notify(name)
+        return result
 
     def report(self) -> ReplicaReport:
         """The replica and every dataflow's frontier, expiration, state and error."""
@@ -194,6 +202,24 @@ class Engine:
             columns = list(running.built.columns)
         return PeekResult(name=name, time=at, columns=columns, rows=rows)
 
+    def changelog(self, name: str) -> Changelog:
+        """A running dataflow's output changelog (what a subscriber reads)."""
+        entry = self._entries.get(name)
+        if entry is None or entry.running is None:
+            raise UnknownDataflow(name)
+        return Changelog(entry.running.store, entry.desired.spec.kind)
+
+    def add_batch_listener(self, listener: BatchListener) -> None:
+        """Call ``listener(name)`` after each step's batches of dataflow ``name``."""
+        self._listeners.append(listener)
+
+    def _notify(self, name: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(name)
+            except Exception:
+                log.exception("batch listener failed", dataflow=name)
+
     # --- the clock ------------------------------------------------------------------
 
     def step(self, time: Timestamp) -> None:
@@ -217,6 +243,7 @@ class Engine:
                     running.begin(clock_time)
                     ClockFile(running.settings.layout.clock).write(clock_time)
                 running.catch_up()
+                self._notify(running.name)
 
     def run(
         self,

@@ -5,7 +5,7 @@ environment first, then the ``spark.dataflow.*`` twins in ``DATAFLOW_SPARK_CONF`
 command-line flags override both), starts Spark (``DATAFLOW_SPARK_MASTER`` /
 ``--master``: ``k8s://…`` in a cluster, ``local[*]`` otherwise; every setting of
 ``DATAFLOW_SPARK_CONF`` and ``--conf`` passes through), builds the engine, serves the
-control API (:mod:`dataflow_operator.runtime.control_api`) and advances the dataflows on
+control API (:mod:`dataflow_operator.runtime.serve`) and advances the dataflows on
 the wall clock until:
 
 - SIGTERM or SIGINT: stops the queries and exits 0 (graceful);
@@ -13,7 +13,8 @@ the wall clock until:
   (75) with ``replica expired. now: …, expiration: …`` on stderr, before any batch at or
   past it, so that the operator restarts it with a new start time.
 
-Bad configuration exits 2 with one line on stderr.
+When ``DATAFLOW_CONTROL_TOKEN_FILE`` names a file, the control API requires the token in
+it (read once at start). Bad configuration exits 2 with one line on stderr.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, get_logger
-from dataflow_operator.runtime.control_api import ControlServer, parse_address
+from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ class ReplicaConfig:
     cluster: str | None = None
     attempt: str | None = None
     tick_ms: int = DEFAULT_TICK_MS
+    control_token: str | None = field(default=None, repr=False)
+    """The token the control API requires (read from the file named by
+    ``DATAFLOW_CONTROL_TOKEN_FILE``); ``None``: open."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -134,6 +138,11 @@ class ReplicaConfig:
             raise ConfigError(f"--tick {args.tick!r}: {error.message}") from None
         if tick <= 0:
             raise ConfigError("--tick must be positive")
+        token_file = env.get(injection.ENV_CONTROL_TOKEN_FILE)
+        try:
+            token = read_token(Path(token_file)) if token_file else None
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"{injection.ENV_CONTROL_TOKEN_FILE}: {error}") from None
         return cls(
             start_time=start,
             expiration_offset=offset,
@@ -146,6 +155,7 @@ class ReplicaConfig:
             cluster=env.get(injection.ENV_CLUSTER) or None,
             attempt=env.get(injection.ENV_ATTEMPT) or None,
             tick_ms=tick,
+            control_token=token,
         )
 
 
@@ -256,7 +266,9 @@ def execute(
         master=config.master,
         control=config.control_address or "0.0.0.0:8765",
     )
-    server = ControlServer(engine, config.control_address, labels=config.labels)
+    server = ControlServer(
+        engine, config.control_address, labels=config.labels, token=config.control_token
+    )
     code = injection.EXIT_FAILED
     try:
         server.start()

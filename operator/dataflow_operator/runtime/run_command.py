@@ -28,7 +28,7 @@ from dataflow_operator.core.time import Timestamp, format_timestamp, parse_times
 from dataflow_operator.logs import configure_logging, get_logger
 from dataflow_operator.runtime.clock import TickPlan
 from dataflow_operator.runtime.running import BatchOutput
-from dataflow_operator.runtime.values import format_value
+from dataflow_operator.runtime.values import format_update
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -101,11 +101,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--status-file", type=Path, help="write the replica status JSON here after each batch"
     )
-
-
-def format_update(time: int, diff: int, values: tuple[object, ...]) -> str:
-    """One changelog line: ``TIME<TAB>DIFF<TAB>col1<TAB>col2…``."""
-    return "\t".join([str(time), str(diff), *(format_value(v) for v in values)])
 
 
 class _Printer:
