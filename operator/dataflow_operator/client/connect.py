@@ -73,6 +73,11 @@ def _read_token(path: Path) -> str:
     return token
 
 
+TIMEOUT = urllib3.Timeout(connect=10.0, read=None)
+"""Connecting gives up after 10 s; reading never does: a subscribe stream is quiet until
+the dataflow's first batch completes, and then as long as nothing changes."""
+
+
 def open_endpoint(
     args: argparse.Namespace, endpoint: str, query: dict[str, str]
 ) -> urllib3.BaseHTTPResponse:
@@ -85,7 +90,12 @@ def open_endpoint(
         url = f"http://{args.address}/{path}" + (f"?{urlencode(query)}" if query else "")
         try:
             response = urllib3.request(
-                "GET", url, headers=auth_headers(token), preload_content=False, retries=False
+                "GET",
+                url,
+                headers=auth_headers(token),
+                preload_content=False,
+                retries=False,
+                timeout=TIMEOUT,
             )
         except urllib3.exceptions.HTTPError as error:
             raise ClientError(f"cannot reach {where}: {_reason(error)}") from None
