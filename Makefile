@@ -7,7 +7,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES ?= examples/last-30-days.yaml
 export SPARK_LOCAL_IP ?= 127.0.0.1
-export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: install test pytest lint format crds crds-check run chart e2e clean
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -16,8 +14,6 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """A local[2] Spark session, started once (seconds) and shared by every test."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from dataflow_operator.runtime.session import spark_session
 
     session = spark_session(app_name="dataflow-operator-tests")
