@@ -42,3 +42,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range .Values.operator.watchNamespaces }}{{ $namespaces = append $namespaces . }}{{ end }}
 {{- $namespaces | uniq | join "," }}
 {{- end }}
+
+{{/* "true" when operator pods run with kopf peering: asked for, or more than one pod. */}}
+{{- define "dataflow-operator.peering" -}}
+{{- if or .Values.operator.peering.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- end }}
