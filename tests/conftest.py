@@ -1,7 +1,15 @@
-"""Shared fixtures: one local Spark session for the whole test session."""
+"""Shared fixtures: one Spark session for the whole test session.
+
+Its master is ``local-cluster[2,1,1024]``: two executors, each a separate JVM with its own
+Python workers and working directory, as on Kubernetes. Every Spark test therefore proves
+that what executors do never depends on the driver's memory or working directory (only
+on the state location they are given). ``DATAFLOW_TEST_SPARK_MASTER=local[2]`` runs the
+suite in one process instead (quicker to start, for iterating).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -10,12 +18,14 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local-cluster[2,1,1024]")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """A local[2] Spark session, started once (seconds) and shared by every test."""
+    """The test session's Spark session, started once and shared by every test."""
     from dataflow_operator.runtime.session import spark_session
 
-    session = spark_session(app_name="dataflow-operator-tests")
+    session = spark_session(master=TEST_MASTER, app_name="dataflow-operator-tests")
     yield session
     session.stop()

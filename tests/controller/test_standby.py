@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.kmock, pytest.mark.asyncio, pytest.mark.timeout(150)]
 
 PEERING = "dataflow-operator"
 PEERINGS = "/apis/kopf.dev/v1/clusterkopfpeerings"
+SPEC = {"cluster": "c", "executor": {"instances": 0}}  # emptyDir state: driver only
 
 
 def _image(pod: dict[str, Any]) -> str:
@@ -68,7 +69,7 @@ async def test_the_standby_takes_over_when_the_active_operator_dies(
         assert {peer["lifetime"] for peer in peers.values()} == {15}
         assert len({peer["priority"] for peer in peers.values()}) == 2  # never equal
 
-        await cluster.create("replicas", new_object("Replica", "r1", "default", {"cluster": "c"}))
+        await cluster.create("replicas", new_object("Replica", "r1", "default", SPEC))
         await wait_for(lambda: cluster.pod("r1-driver-1"), timeout=30)
         await asyncio.sleep(5)  # time for a standby that wrongly works to show itself
         images = {_image(p) for p in await cluster.pods()}
@@ -76,7 +77,7 @@ async def test_the_standby_takes_over_when_the_active_operator_dies(
 
         await operators["active"].kill()
         killed = time.monotonic()
-        await cluster.create("replicas", new_object("Replica", "r2", "default", {"cluster": "c"}))
+        await cluster.create("replicas", new_object("Replica", "r2", "default", SPEC))
         pod = await wait_for(lambda: cluster.pod("r2-driver-1"), timeout=30)
         took = time.monotonic() - killed
         assert _image(pod) == "example/dataflow:standby"
