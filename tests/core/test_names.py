@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataflow_operator.controller.naming import driver_service_name, label_value
+from dataflow_operator.api.naming import driver_service_name
+from dataflow_operator.controller.naming import label_value
 from dataflow_operator.core.names import MAX_REPLICA_NAME, replica_name_problem, subdomain_problem
 
 

@@ -16,7 +16,7 @@ __all__ = [
 MAX_SUBDOMAIN = 253
 MAX_DNS_LABEL = 63
 DRIVER_SERVICE_SUFFIX = "-driver"
-"""A Replica ``r1``'s driver Service is ``r1-driver`` (``controller/naming.py``)."""
+"""A Replica ``r1``'s driver Service is ``r1-driver`` (``api/naming.py``)."""
 MAX_REPLICA_NAME = MAX_DNS_LABEL - len(DRIVER_SERVICE_SUFFIX)
 """56: the driver Service's name, and the labels that carry the Replica's name, are DNS
 labels of at most 63 characters."""
