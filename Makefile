@@ -7,9 +7,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXAMPLES ?= examples/last-30-days.yaml
 export SPARK_LOCAL_IP ?= 127.0.0.1
-export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
-.PHONY: install test pytest lint format crds crds-check run chart e2e clean
+.PHONY: install test pytest lint format crds crds-check run chart kustomize argocd e2e clean
 
 install: $(STAMP)
 
@@ -60,6 +59,14 @@ run: $(STAMP)
 chart: $(STAMP)
 	$(BIN)/helm lint charts/dataflow-operator
 	$(BIN)/helm template dataflow-operator charts/dataflow-operator >/dev/null
+
+## kustomize: regenerate deploy/kustomize/ (plain manifests) from the chart.
+kustomize: $(STAMP)
+	$(BIN)/python tools/render_kustomize.py $(BIN)
+
+## argocd: regenerate deploy/argocd/argocd-cm.yaml from the health.lua scripts.
+argocd: $(STAMP)
+	$(BIN)/python tools/render_argocd_cm.py
 
 ## e2e: the kind suite (skips, saying why, where kind or Docker is absent).
 e2e: $(STAMP)

@@ -10,7 +10,6 @@ suite in one process instead (quicker to start, for iterating).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -25,8 +24,6 @@ TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local-cluster[2,1,10
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The test session's Spark session, started once and shared by every test."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from dataflow_operator.runtime.session import spark_session
 
     session = spark_session(master=TEST_MASTER, app_name="dataflow-operator-tests")

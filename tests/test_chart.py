@@ -69,14 +69,16 @@ def test_chart_lints(tmp_path: Path) -> None:
             "serviceAccount.create=false",
             "replicas.serviceAccount.create=false",
         ),
+        ("replicaCount=2", "networkPolicy.monitoring.podSelector.matchLabels.app=prometheus"),
+        ("replicaCount=2", "operator.watchNamespaces={a,b}", "networkPolicy.enabled=false"),
     ],
 )
 def test_rendered_objects_are_valid_kubernetes(tmp_path: Path, sets: tuple[str, ...]) -> None:
     objects = render(tmp_path, *sets)
     assert objects
     for obj in objects:
-        if obj["apiVersion"].startswith("monitoring.coreos.com"):
-            continue  # prometheus-operator's CRD is not part of the Kubernetes schema
+        if obj["apiVersion"].startswith(("monitoring.coreos.com", "kopf.dev")):
+            continue  # prometheus-operator's and kopf's CRDs are not part of the Kubernetes schema
         kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
 
@@ -114,6 +116,87 @@ def test_operator_role_manages_the_replicas_state_claims(tmp_path: Path) -> None
         for verb in rule["verbs"]
     }
     assert {"get", "list", "watch", "create", "delete", "patch"} <= verbs
+
+
+def _only(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [obj for obj in objects if obj["kind"] == kind]
+    return found
+
+
+def test_two_operator_pods_peer_and_the_chart_creates_the_peering_object(tmp_path: Path) -> None:
+    objects = render(tmp_path, "replicaCount=2")
+    deployment = _only(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--peering=dataflow-operator" in container["args"]
+    assert "--standalone" not in container["args"]
+    peering = _only(objects, "ClusterKopfPeering")  # the operator runs with --all-namespaces
+    assert peering["metadata"]["name"] == "dataflow-operator"
+    crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
+    assert "clusterkopfpeerings.kopf.dev" in crds
+
+    namespaced = render(tmp_path, "replicaCount=2", "operator.watchNamespaces={a,b}")
+    peerings = [o for o in namespaced if o["kind"] == "KopfPeering"]
+    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["a", "b"]
+    assert not [o for o in namespaced if o["kind"] == "ClusterKopfPeering"]
+
+
+def test_one_operator_pod_runs_standalone(tmp_path: Path) -> None:
+    objects = render(tmp_path)
+    assert _only(objects, "Deployment")["spec"]["replicas"] == 1
+    assert not [o for o in objects if o["apiVersion"].startswith("kopf.dev")]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return selector["matchLabels"].items() <= labels.items()
+
+
+def test_network_policies_match_what_the_operator_builds(tmp_path: Path) -> None:
+    from dataflow_operator.api.replica import Replica
+    from dataflow_operator.controller.config import OperatorConfig
+    from dataflow_operator.controller.manifests import Attempt, build_driver_pod, spark_conf
+
+    replica = Replica.model_validate(
+        {"metadata": {"name": "r1", "namespace": "ops", "uid": "u"}, "spec": {"cluster": "c"}}
+    )
+    attempt = Attempt(1, "r1-driver-1", 0)
+    driver = build_driver_pod(replica, OperatorConfig(), attempt)
+    driver_ports = {p["name"] for p in driver["spec"]["containers"][0]["ports"]}
+    prefix = "spark.kubernetes.executor.label."
+    conf = spark_conf(
+        replica, OperatorConfig(), attempt, OperatorConfig().default_expiration_offset
+    )
+    executor_labels = {k.removeprefix(prefix): v for k, v in conf.items() if k.startswith(prefix)}
+
+    objects = render(tmp_path)
+    deployment = _only(objects, "Deployment")
+    operator_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    operator_ports = {
+        p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
+    policies = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "NetworkPolicy"}
+    drivers = policies["dfo-dataflow-operator-replica-drivers"]
+    assert _selects(drivers["podSelector"], driver["metadata"]["labels"])
+    assert not _selects(drivers["podSelector"], executor_labels)
+    operator_rule, monitoring_rule, executor_rule = drivers["ingress"]
+    assert _selects(operator_rule["from"][0]["podSelector"], operator_labels)
+    assert operator_rule["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "ops"
+    }
+    assert monitoring_rule["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "monitoring"
+    }
+    assert _selects(executor_rule["from"][0]["podSelector"], executor_labels)
+    rule_ports = {p["port"] for rule in drivers["ingress"] for p in rule["ports"]}
+    assert rule_ports == {"control", "spark-driver", "block-manager"}
+    assert rule_ports <= driver_ports  # named ports the driver pod really has
+
+    own = policies["dfo-dataflow-operator"]
+    assert _selects(own["podSelector"], operator_labels)
+    assert {p["port"] for rule in own["ingress"] for p in rule["ports"]} == operator_ports
+    assert not [
+        o for o in render(tmp_path, "networkPolicy.enabled=false") if o["kind"] == "NetworkPolicy"
+    ]
 
 
 def test_driver_account_and_its_binding_exist_wherever_replicas_run(tmp_path: Path) -> None:

@@ -120,6 +120,28 @@ BROKEN: dict[str, tuple[str, str]] = {
         REPLICA + "  sparkConf: {executor.memory: 2g}\n",
         "Replica/r1: spec.sparkConf: key 'executor.memory' is not a Spark setting",
     ),
+    "name not a DNS subdomain": (
+        REPLICA.replace("name: r1", "name: D_1!"),
+        "Replica/D_1!: metadata.name: 'D_1!' is not a DNS-1123 subdomain: lowercase letters, "
+        "digits, '-' and '.', starting and ending with a letter or digit; '!', 'D', '_' not allowed",
+    ),
+    "dataflow name not a DNS subdomain": (
+        DATAFLOW.replace("name: d1", "name: D1"),
+        "Dataflow/D1: metadata.name: 'D1' is not a DNS-1123 subdomain",
+    ),
+    "replica name too long for its Service": (
+        REPLICA.replace("name: r1", "name: " + "r" * 57),
+        f"Replica/{'r' * 57}: metadata.name: a Replica's name must be at most 56 characters "
+        f"(got 57): its driver Service {'r' * 20}…-driver and labels must fit in 63",
+    ),
+    "schema with an unknown type": (
+        dataflow(source='      table: {path: data/events, schema: "content STRNG,, event_ts"}\n'),
+        'Dataflow/d1: spec.sources[0].table.schema: column "content": unknown type "STRNG"',
+    ),
+    "schema with a stray comma": (
+        dataflow(source='      table: {path: data/events, schema: "content STRING,, event_ts"}\n'),
+        'Dataflow/d1: spec.sources[0].table.schema: expected a column name, got ","',
+    ),
     "missing sql": (dataflow(sql=""), "Dataflow/d1: spec.sql: required field is missing"),
     "blank sql": (dataflow(sql="  sql: '  '\n"), "Dataflow/d1: spec: 'sql' is blank"),
     "sql does not parse": (

@@ -112,6 +112,12 @@ def declare_resources(emulator: kmock.KubernetesEmulator) -> None:
     emulator.resources["v1/namespaces"] = kmock.ResourceInfo(
         kind="Namespace", namespaced=False, verbs={"get", "list", "watch"}
     )
+    # kopf's peering (the chart ships these CRDs): operators with --peering meet here
+    emulator.resources["kopf.dev/v1/clusterkopfpeerings"] = kmock.ResourceInfo(
+        kind="ClusterKopfPeering",
+        namespaced=False,
+        verbs={"get", "list", "watch", "create", "patch", "delete"},
+    )
     emulator.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = kmock.ResourceInfo(
         kind="CustomResourceDefinition",
         namespaced=False,
@@ -169,12 +175,19 @@ current-context: kmock
 
 
 class Operator:
-    """``dataflow-operator operator -A --standalone`` as a subprocess."""
+    """``dataflow-operator operator -A --standalone`` (or ``--peering NAME``) as a subprocess."""
 
     def __init__(
-        self, kubeconfig: Path, log: Path, *, args: tuple[str, ...] = (), **config: str
+        self,
+        kubeconfig: Path,
+        log: Path,
+        *,
+        args: tuple[str, ...] = (),
+        peering: str | None = None,
+        **config: str,
     ) -> None:
         self.args = args
+        self.peering = ("--peering", peering) if peering else ("--standalone",)
         self.kubeconfig = kubeconfig
         self.log = log
         self.config = config
@@ -199,7 +212,7 @@ class Operator:
             "dataflow_operator",
             "operator",
             "-A",
-            "--standalone",
+            *self.peering,
             *self.args,
             env=env,
             stdout=handle,

@@ -44,3 +44,8 @@ one listed in replicaNamespaces (needed when the operator watches all namespaces
 {{- range .Values.replicaNamespaces }}{{ $namespaces = append $namespaces . }}{{ end }}
 {{- $namespaces | uniq | join "," }}
 {{- end }}
+
+{{/* "true" when operator pods run with kopf peering: asked for, or more than one pod. */}}
+{{- define "dataflow-operator.peering" -}}
+{{- if or .Values.operator.peering.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- end }}

@@ -8,7 +8,12 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ObjectMeta
-from dataflow_operator.api.types import DurationField, TimelineField, TimestampField
+from dataflow_operator.api.types import (
+    DurationField,
+    SparkSchemaField,
+    TimelineField,
+    TimestampField,
+)
 from dataflow_operator.core.expiration import DataflowKind
 from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.core.timelines import Timeline
@@ -65,7 +70,7 @@ class TableSource(ApiModel):
     """
 
     path: str = Field(min_length=1, description="Directory of the table's files.")
-    schema_: str = Field(
+    schema_: SparkSchemaField = Field(
         alias="schema", min_length=1, description="Spark DDL of the rows, e.g. 'a INT, b STRING'."
     )
 
@@ -75,7 +80,9 @@ class FilesSource(ApiModel):
 
     path: str = Field(min_length=1, description="Directory of the files.")
     format: FileFormat = Field(description="json, csv or parquet.")
-    schema_: str = Field(alias="schema", min_length=1, description="Spark DDL of the rows.")
+    schema_: SparkSchemaField = Field(
+        alias="schema", min_length=1, description="Spark DDL of the rows."
+    )
 
 
 class ChangelogSource(ApiModel):
@@ -83,7 +90,9 @@ class ChangelogSource(ApiModel):
 
     path: str = Field(min_length=1, description="Directory of the changelog files.")
     format: FileFormat = Field(description="json, csv or parquet.")
-    schema_: str = Field(alias="schema", min_length=1, description="Spark DDL of the data columns.")
+    schema_: SparkSchemaField = Field(
+        alias="schema", min_length=1, description="Spark DDL of the data columns."
+    )
     time_column: str = Field(
         default="time", min_length=1, description="Column with the update's time."
     )
@@ -106,7 +115,9 @@ class KafkaSource(ApiModel):
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port…]")
     topic: str = Field(min_length=1, description="The topic.")
     format: Literal["json", "csv"] = Field(default="json", description="Encoding of values.")
-    schema_: str = Field(alias="schema", min_length=1, description="Spark DDL of the values.")
+    schema_: SparkSchemaField = Field(
+        alias="schema", min_length=1, description="Spark DDL of the values."
+    )
 
 
 class SourceKind(StrEnum):

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["API_VERSION", "GROUP", "VERSION", "ApiModel", "Condition", "ObjectMeta", "SpecModel"]
+from dataflow_operator.core.names import replica_name_problem, subdomain_problem
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "VERSION",
+    "ApiModel",
+    "Condition",
+    "ObjectMeta",
+    "ReplicaMeta",
+    "SpecModel",
+]
 
 GROUP = "dataflow.dev"
 VERSION = "v1alpha1"
@@ -32,18 +44,38 @@ SpecModel = ApiModel
 """Specs reject unknown fields so that a typo is an error, not a silent no-op."""
 
 
+def _checked(rule: Callable[[str], str | None]) -> AfterValidator:
+    def check(name: str) -> str:
+        problem = rule(name)
+        if problem is not None:
+            raise ValueError(problem)
+        return name
+
+    return AfterValidator(check)
+
+
 class ObjectMeta(BaseModel):
     """The parts of Kubernetes object metadata the operator reads; the rest is kept."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
-    name: str = Field(min_length=1, max_length=253, description="The object's name.")
+    name: Annotated[str, _checked(subdomain_problem)] = Field(
+        min_length=1, max_length=253, description="The object's name."
+    )
     namespace: str | None = Field(default=None, description="The object's namespace.")
     uid: str | None = Field(default=None, description="Set by the API server.")
     generation: int | None = Field(default=None, description="Set by the API server.")
     resource_version: str | None = Field(default=None, description="Set by the API server.")
     labels: dict[str, str] = Field(default_factory=dict, description="Labels.")
     annotations: dict[str, str] = Field(default_factory=dict, description="Annotations.")
+
+
+class ReplicaMeta(ObjectMeta):
+    """A Replica's metadata: its name also names its driver Service and labels."""
+
+    name: Annotated[str, _checked(replica_name_problem)] = Field(
+        min_length=1, max_length=253, description="The object's name."
+    )
 
 
 class Condition(ApiModel):

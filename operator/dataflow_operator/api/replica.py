@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ObjectMeta
+from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ReplicaMeta
 from dataflow_operator.api.types import DurationField, QuantityField
 
 __all__ = [
@@ -367,6 +367,6 @@ class Replica(ApiModel):
         default="dataflow.dev/v1alpha1", description="dataflow.dev/v1alpha1"
     )
     kind: Literal["Replica"] = Field(default="Replica", description="Replica")
-    metadata: ObjectMeta = Field(description="Standard object metadata.")
+    metadata: ReplicaMeta = Field(description="Standard object metadata.")
     spec: ReplicaSpec = Field(description="The desired state.")
     status: ReplicaStatus | None = Field(default=None, description="The observed state.")

@@ -10,15 +10,22 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, PlainSerializer, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from dataflow_operator.core.ddl import parse_schema
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.core.timelines import Timeline, TimelineKind, validate_timeline_name
 
-__all__ = ["DurationField", "QuantityField", "TimelineField", "TimestampField"]
+__all__ = [
+    "DurationField",
+    "QuantityField",
+    "SparkSchemaField",
+    "TimelineField",
+    "TimestampField",
+]
 
 
 def _duration(value: Any) -> Duration:
@@ -138,3 +145,15 @@ QuantityField = Annotated[
     WithJsonSchema({"x-kubernetes-int-or-string": True}),
 ]
 """A Kubernetes resource quantity (``2Gi``, ``512Mi``)."""
+
+
+def _spark_schema(value: str) -> str:
+    try:
+        parse_schema(value)
+    except DomainError as error:
+        raise PydanticCustomError("spark_schema", "{reason}", {"reason": error.message}) from None
+    return value
+
+
+SparkSchemaField = Annotated[str, AfterValidator(_spark_schema)]
+"""A Spark DDL schema (``name TYPE, …``), checked offline by :mod:`dataflow_operator.core.ddl`."""

@@ -1,7 +1,8 @@
 """``dataflow-operator operator``: run the operator (kopf under the hood).
 
 kopf's useful flags pass through: ``--namespace``/``-n`` (repeatable, globs allowed),
-``--all-namespaces``/``-A``, ``--standalone`` or ``--peering NAME`` with ``--priority``,
+``--all-namespaces``/``-A``, ``--standalone`` or ``--peering NAME`` with ``--priority``
+(default with peering: by seniority, see :mod:`~dataflow_operator.controller.standby`),
 and ``--liveness URL`` (e.g. ``http://0.0.0.0:8080/healthz``). The operator's own
 settings are flags or environment variables: see
 :class:`~dataflow_operator.controller.config.OperatorConfig`.
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import time
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -20,6 +22,7 @@ import kopf
 import structlog
 
 from dataflow_operator.controller.config import add_config_arguments, config_from_args
+from dataflow_operator.controller.standby import seniority_priority
 from dataflow_operator.logs import configure_logging, get_logger
 
 __all__ = ["configure", "run"]
@@ -42,7 +45,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--standalone", action="store_true", help="no peering with other operator instances"
     )
     peering.add_argument("--peering", metavar="NAME", help="kopf peering object name")
-    parser.add_argument("--priority", type=int, default=None, help="priority within peering")
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=None,
+        help="priority within peering (default: the earlier started, the higher)",
+    )
     parser.add_argument(
         "--liveness", metavar="URL", help="serve a liveness probe, e.g. http://0.0.0.0:8080/healthz"
     )
@@ -86,13 +94,16 @@ def run(args: argparse.Namespace) -> int:
         default_image=config.default_image,
         default_expiration_offset=str(config.default_expiration_offset),
     )
+    priority = args.priority
+    if priority is None and args.peering:
+        priority = seniority_priority(int(time.time() * 1000))
     asyncio.run(
         kopf.operator(
             clusterwide=args.all_namespaces,
             namespaces=args.namespace,
             standalone=True if args.standalone else None,
             peering_name=args.peering,
-            priority=args.priority,
+            priority=priority,
             liveness_endpoint=args.liveness,
             memo=kopf.Memo(config=config),
         )

@@ -30,6 +30,7 @@ from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.naming import FINALIZER, LABEL_REPLICA, LABEL_ROLE, ROLE_DRIVER
 from dataflow_operator.controller.observation import PodObservation, observe_pod
 from dataflow_operator.controller.replica_daemon import run_replica
+from dataflow_operator.controller.standby import PEERING_LIFETIME
 from dataflow_operator.controller.state import OperatorState
 from dataflow_operator.controller.status_writer import run_status_writer
 
@@ -49,6 +50,7 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     )
     settings.posting.level = logging.WARNING
     settings.background.cancellation_polling = 5
+    settings.peering.lifetime = PEERING_LIFETIME
 
 
 @kopf.on.startup()

@@ -23,7 +23,7 @@ from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec, Source
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.manifests import load_paths
-from dataflow_operator.core.errors import DomainError
+from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.plan import PlanTree, executed_plan, live_plan
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ __all__ = [
     "FrameBuilder",
     "configure",
     "engine_frame",
-    "error_line",
     "explain_dataflow",
     "run",
 ]
@@ -52,13 +51,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--node-ids", action="store_true", help="end each line with // { node_id: N }"
     )
     parser.add_argument("--master", default="local[1]", help="Spark master (default local[1])")
-
-
-def error_line(error: BaseException) -> str:
-    """An error as one line, without traceback or JVM stack."""
-    text = error.message if isinstance(error, DomainError) else str(error)
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    return first or type(error).__name__
 
 
 def _source_schema(source: Source) -> str:
@@ -144,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             tree = explain_dataflow(spark, name, catalog)
         except Exception as error:  # one line per dataflow, the others still print
-            print(f"Dataflow/{name}: error: {error_line(error)}")
+            print(f"Dataflow/{name}: error: {one_line(error)}")
             failed = True
             continue
         print(f"Dataflow/{name}:")

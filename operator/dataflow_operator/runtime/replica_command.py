@@ -295,7 +295,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"replica: {error}", file=sys.stderr)
         return injection.EXIT_USAGE
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     stop = threading.Event()
 
     def on_signal(signum: int, _: FrameType | None) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time as wall
 from collections.abc import Callable
@@ -119,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
     """Run the replica in a Spark session of its own; see the module docstring."""
     configure_logging()
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from dataflow_operator.runtime.session import spark_session
 
     spark = None

@@ -1,13 +1,33 @@
-"""Building the Spark session a replica runs in."""
+"""Building the Spark session a replica (and every command) runs in.
+
+The one place that starts Spark, so the one place that decides:
+
+- the Python the workers run (``PYSPARK_PYTHON``): this process's own interpreter unless
+  the user chose one, so that data sources importing ``dataflow_operator`` work outside
+  the project's Makefile;
+- Spark's logging: :data:`LOG4J2_CONFIG` is passed to the driver JVM before it starts,
+  so Spark's start-up banner never prints;
+- the driver JVM's stderr: read through :mod:`dataflow_operator.runtime.jvm_output`,
+  which drops the lines no option silences (the JVM's incubator-module warning, the
+  Python workers' start-up chatter) and forwards the rest.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
 from collections.abc import Mapping
+from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_DEFAULTS", "spark_session"]
+from dataflow_operator.runtime.jvm_output import forward_stderr
+
+__all__ = ["LOCAL_DEFAULTS", "LOG4J2_CONFIG", "driver_java_options", "spark_session"]
 
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
@@ -22,6 +42,50 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 """Settings for a local replica: loopback only, UTC, small shuffles, RocksDB state."""
 
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""The driver's log4j2 configuration (errors only, on stderr), shipped in the package."""
+
+_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+_LOG4J2_PROPERTY = "-Dlog4j2.configurationFile="
+_PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+_STDERR = 2  # the descriptor the JVM would have inherited, whatever sys.stderr is now
+
+
+def driver_java_options(given: str | None) -> str:
+    """``spark.driver.extraJavaOptions`` with :data:`LOG4J2_CONFIG` unless one is given."""
+    options = (given or "").strip()
+    if _LOG4J2_PROPERTY in options:
+        return options
+    return f"{options} {_LOG4J2_PROPERTY}{LOG4J2_CONFIG.as_uri()}".strip()
+
+
+def _settings(master: str, app_name: str, conf: Mapping[str, str] | None) -> dict[str, str]:
+    settings = {**LOCAL_DEFAULTS, **dict(conf or {})}
+    settings[_JAVA_OPTIONS] = driver_java_options(settings.get(_JAVA_OPTIONS))
+    return {"spark.master": master, "spark.app.name": app_name, **settings}
+
+
+def _start_driver_jvm(settings: Mapping[str, str]) -> None:
+    """Start the driver JVM (once per process) with its stderr read by a filter thread.
+
+    PySpark would start it with this process's stderr; starting it here first, with the
+    same settings on its command line, is the only way to see what the JVM prints.
+    """
+    if SparkContext._gateway is not None:
+        return
+    gateway = launch_gateway(  # type: ignore[no-untyped-call]
+        SparkConf(loadDefaults=False).setAll(list(settings.items())),
+        popen_kwargs={"stderr": subprocess.PIPE},
+    )
+    if gateway.proc is not None:
+        threading.Thread(
+            target=forward_stderr,
+            args=(gateway.proc.stderr, _STDERR),
+            name="spark-driver-stderr",
+            daemon=True,
+        ).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
 
 def spark_session(
     master: str = "local[2]",
@@ -34,8 +98,12 @@ def spark_session(
     ``spark.kubernetes.*`` settings this way.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**LOCAL_DEFAULTS, **dict(conf or {})}.items():
+    for variable in _PYTHON_VARIABLES:
+        os.environ.setdefault(variable, sys.executable)
+    settings = _settings(master, app_name, conf)
+    _start_driver_jvm(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
