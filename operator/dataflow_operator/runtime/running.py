@@ -23,8 +23,10 @@ from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.build import BuiltDataflow
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
 from dataflow_operator.runtime.errors import is_data_error, one_line
+from dataflow_operator.runtime.general import Recompute
 from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets, offsets_of
+from dataflow_operator.runtime.token import Token
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
 
@@ -35,6 +37,23 @@ CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheck
 QUERY_CONF = (SHUFFLE_PARTITIONS, CHANGELOG_CHECKPOINTING)
 RETRIES = 2
 """Restarts of a query that failed for a reason other than its data."""
+STOP_TIMEOUT = 60.0
+"""How long a drop waits for the dataflow's last task before it gives up waiting."""
+DROPPED_MARKER = "dropped"
+"""The token's marker file, in the dataflow's state directory (fuses look for it)."""
+
+
+def _active_tasks(spark: SparkSession, groups: list[str]) -> int:
+    """Tasks still running in the stages of the jobs of ``groups``."""
+    tracker = spark.sparkContext.statusTracker()
+    active = 0
+    for group in groups:
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info is not None else []:
+                stage_info = tracker.getStageInfo(stage)
+                active += stage_info.numActiveTasks if stage_info is not None else 0
+    return active
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +101,9 @@ class RunningDataflow:
         on_output: Callable[[BatchOutput], None] | None = None,
         *,
         state_partitions: int = 2,
-        log_level: str = "ERROR",
     ) -> None:
         self.spark = spark
         self.state_partitions = state_partitions
-        self.log_level = log_level
         self.settings = settings
         self.store = ChangelogStore(settings.layout.changelog)
         self.on_output = on_output
@@ -96,6 +113,7 @@ class RunningDataflow:
         self.status = _Status()
         self._installed_at = wall.monotonic()
         self.hydration = DataflowHydration(settings.name)  # plan nodes' hydration
+        self.token = Token(self.tag, marker=settings.layout.root / DROPPED_MARKER)
         self._lock = threading.Lock()
 
     @property
@@ -113,15 +131,14 @@ class RunningDataflow:
     def start(self, built: BuiltDataflow) -> None:
         """Start the streaming query under the dataflow's cancellation scope."""
         self.built = built
+        if isinstance(built.transform, Recompute):
+            built.transform.token = self.token
         recorded = self.store.read_upper()
         if recorded is not None:
             self.status.frontier = Frontier.at(recorded.upper)
         self._start_query(built)
 
     def _start_query(self, built: BuiltDataflow) -> None:
-        context = self.spark.sparkContext
-        context.setJobGroup(self.tag, f"dataflow {self.name}", interruptOnCancel=True)
-        context.addJobTag(self.tag)
         # The query clones the session's conf when it starts: its state partitions (fixed
         # by the checkpoint once created) and RocksDB's changelog checkpointing (commits
         # write a small changelog instead of syncing snapshot files every batch).
@@ -134,20 +151,14 @@ class RunningDataflow:
                 .foreachBatch(self._sink)
                 .option("checkpointLocation", str(self.settings.layout.checkpoint))
             )
-            self.query = writer.start()
+            with self.token.scope(self.spark, f"dataflow {self.name}"):
+                self.query = writer.start()
         finally:
             for key, value in saved.items():
                 if value is None:
                     self.spark.conf.unset(key)
                 else:
                     self.spark.conf.set(key, value)
-            context.removeJobTag(self.tag)
-            for key in (
-                "spark.jobGroup.id",
-                "spark.job.description",
-                "spark.job.interruptOnCancel",
-            ):
-                context.setLocalProperty(key, None)  # type: ignore[arg-type]  # None clears
 
     def begin(self, time: Timestamp) -> None:
         """Note the first time this run processes (the snapshot time, ``as_of``)."""
@@ -157,7 +168,7 @@ class RunningDataflow:
 
     def catch_up(self) -> None:
         """Block until the query has processed everything its sources offer now."""
-        if self.query is None or self.failed:
+        if self.query is None or self.failed or self.token.dropped:
             return
         for attempt in range(RETRIES + 1):
             try:
@@ -165,6 +176,9 @@ class RunningDataflow:
                 break
             except Exception as error:
                 message = one_line(error)
+                if self.token.dropped:
+                    log.debug("dataflow stopped by its drop", dataflow=self.name, error=message)
+                    return
                 if attempt == RETRIES or is_data_error(error) or self.built is None:
                     self.fail(message)
                     break
@@ -178,27 +192,44 @@ class RunningDataflow:
         self._read_progress()
 
     def fail(self, message: str) -> None:
-        """Record the dataflow's error; it stops, the others keep running."""
+        """Record the dataflow's error; it stops, the others keep running.
+
+        An error caused by the dataflow's own drop is not a failure (and no error log).
+        """
+        if self.token.dropped:
+            log.debug("dataflow stopped by its drop", dataflow=self.name, error=message)
+            return
         self.status.last_error = message
         log.error("dataflow failed", dataflow=self.name, error=message)
 
-    def stop(self) -> None:
-        """Stop the query and cancel its jobs, quietly."""
+    def stop(self, timeout: float = STOP_TIMEOUT) -> bool:
+        """Drop the token, stop the query, wait for its tasks; False if some outlived ``timeout``.
+
+        Blocks: the engine calls it in a thread of its own.
+        """
+        deadline = wall.monotonic() + timeout
+        query = self.query
+        run_id = str(query.runId) if query is not None else None
+        self.token.drop(self.spark)
+        if run_id is not None:
+            Token.cancel(self.spark, run_id)  # the streaming query's own job group
         self.hydration.stop()
         self._stop_query()
+        groups = [self.tag] if run_id is None else [self.tag, run_id]
+        while wall.monotonic() < deadline:
+            if not _active_tasks(self.spark, groups):
+                return True
+            wall.sleep(0.02)
+        return False
 
     def _stop_query(self) -> None:
         if self.query is None:
             return
-        context = self.spark.sparkContext
-        context.setLogLevel("OFF")  # stopping mid-commit logs CANNOT_WRITE_STATE_STORE
         try:
             self.query.stop()
-            context.cancelJobsWithTag(self.tag)
         except Exception as error:
             log.debug("stop", dataflow=self.name, error=one_line(error))
         finally:
-            context.setLogLevel(self.log_level)
             self.query = None
 
     # --- the sink -------------------------------------------------------------------
@@ -268,6 +299,17 @@ class RunningDataflow:
         """The state operators of the last progress, as Spark reports them."""
         progress = self.query.lastProgress if self.query is not None else None
         return list(progress.get("stateOperators", [])) if progress else []
+
+    def dropping_report(self) -> DataflowReport:
+        """The report of a dropped dataflow whose work is still stopping (no Spark calls)."""
+        return DataflowReport(
+            name=self.name,
+            generation=self.settings.generation,
+            frontier=self.status.frontier.elements(),
+            expiration=self.settings.expiration,
+            until=self.settings.until.elements(),
+            dropping=True,
+        )
 
     def report(self) -> DataflowReport:
         """The dataflow's report for the control API and the status file."""

@@ -1,0 +1,103 @@
+"""Tokens: the cancellation scope of one dataflow or one one-off operation.
+
+A token names a Spark job group and job tag (both set with interrupt-on-cancel in the
+thread that starts the work; Spark's streaming thread inherits them), and a marker file
+that fuses in executors' Python workers can see (:mod:`.fuse`). :meth:`Token.drop` marks
+it dropped (readable from any thread), writes the marker, and cancels its jobs, including
+jobs it has not started yet (a recursion loop's next iteration).
+
+Errors raised while a token is dropped are the shutdown's own: :func:`log_failure` logs
+them at debug level, and at error level otherwise, per token, never by muting Spark.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from dataflow_operator.logs import get_logger
+
+__all__ = ["Token", "TokenDropped"]
+
+log = get_logger(__name__)
+
+_LOCAL_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
+class TokenDropped(RuntimeError):
+    """The work's token was dropped; raised by :meth:`Token.check`."""
+
+
+class Token:
+    """One dataflow's (or operation's) cancellation scope; see the module docstring."""
+
+    def __init__(self, tag: str, marker: Path | None = None) -> None:
+        self.tag = tag
+        self.marker = marker
+        self._dropped = threading.Event()
+        self.dropped_at: float | None = None
+        """``time.monotonic()`` when dropped."""
+        if marker is not None:
+            marker.unlink(missing_ok=True)  # a new run of the same dataflow is not dropped
+
+    @property
+    def dropped(self) -> bool:
+        """True once :meth:`drop` was called (from any thread)."""
+        return self._dropped.is_set()
+
+    def check(self) -> None:
+        """Raise :class:`TokenDropped` if the token is dropped (for loops the runtime drives)."""
+        if self.dropped:
+            raise TokenDropped(self.tag)
+
+    @contextmanager
+    def scope(self, spark: SparkSession, description: str | None = None) -> Iterator[None]:
+        """Spark jobs started in this thread meanwhile carry the token's group and tag."""
+        context = spark.sparkContext
+        saved = {key: context.getLocalProperty(key) for key in _LOCAL_PROPERTIES}
+        had_tag = self.tag in context.getJobTags()
+        context.setJobGroup(self.tag, description or self.tag, interruptOnCancel=True)
+        context.addJobTag(self.tag)
+        try:
+            yield
+        finally:
+            if not had_tag:
+                context.removeJobTag(self.tag)
+            for key, value in saved.items():
+                context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None clears
+
+    def drop(self, spark: SparkSession | None = None) -> None:
+        """Mark dropped, blow the fuses, cancel the jobs (now and to come)."""
+        if not self._dropped.is_set():
+            self.dropped_at = time.monotonic()
+            self._dropped.set()
+        if self.marker is not None:
+            with suppress(OSError):
+                self.marker.parent.mkdir(parents=True, exist_ok=True)
+                self.marker.touch()
+        if spark is not None:
+            self.cancel(spark, self.tag)
+
+    @staticmethod
+    def cancel(spark: SparkSession, group: str) -> None:
+        """Cancel the jobs of ``group`` (a job group and tag), and its future jobs."""
+        context = spark.sparkContext
+        try:
+            context.cancelJobsWithTag(group)
+            jsc: Any = context._jsc
+            jsc.sc().cancelJobGroupAndFutureJobs(group)
+        except Exception as error:  # the context may be stopping
+            log.debug("cancel", group=group, error=str(error)[:200])
+
+    def log_failure(self, event: str, **fields: Any) -> None:
+        """Log a failure of the token's work: an error, unless the token was dropped."""
+        if self.dropped:
+            log.debug(event, shutdown=True, **fields)
+        else:
+            log.error(event, **fields)
