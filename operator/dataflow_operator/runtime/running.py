@@ -26,7 +26,7 @@ from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.general import Recompute
 from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets, offsets_of
-from dataflow_operator.runtime.token import Token
+from dataflow_operator.runtime.token import Token, active_tasks
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
 
@@ -40,20 +40,7 @@ RETRIES = 2
 STOP_TIMEOUT = 60.0
 """How long a drop waits for the dataflow's last task before it gives up waiting."""
 DROPPED_MARKER = "dropped"
-"""The token's marker file, in the dataflow's state directory (fuses look for it)."""
-
-
-def _active_tasks(spark: SparkSession, groups: list[str]) -> int:
-    """Tasks still running in the stages of the jobs of ``groups``."""
-    tracker = spark.sparkContext.statusTracker()
-    active = 0
-    for group in groups:
-        for job in tracker.getJobIdsForGroup(group):
-            info = tracker.getJobInfo(job)
-            for stage in info.stageIds if info is not None else []:
-                stage_info = tracker.getStageInfo(stage)
-                active += stage_info.numActiveTasks if stage_info is not None else 0
-    return active
+"""The token's marker file, in the dataflow's state directory (its sources look for it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +164,7 @@ class RunningDataflow:
             except Exception as error:
                 message = one_line(error)
                 if self.token.dropped:
-                    log.debug("dataflow stopped by its drop", dataflow=self.name, error=message)
+                    self.fail(message)  # the drop's own error: not a failure
                     return
                 if attempt == RETRIES or is_data_error(error) or self.built is None:
                     self.fail(message)
@@ -196,11 +183,9 @@ class RunningDataflow:
 
         An error caused by the dataflow's own drop is not a failure (and no error log).
         """
-        if self.token.dropped:
-            log.debug("dataflow stopped by its drop", dataflow=self.name, error=message)
-            return
-        self.status.last_error = message
-        log.error("dataflow failed", dataflow=self.name, error=message)
+        self.token.log_failure("dataflow failed", dataflow=self.name, error=message)
+        if not self.token.dropped:
+            self.status.last_error = message
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> bool:
         """Drop the token, stop the query, wait for its tasks; False if some outlived ``timeout``.
@@ -217,7 +202,7 @@ class RunningDataflow:
         self._stop_query()
         groups = [self.tag] if run_id is None else [self.tag, run_id]
         while wall.monotonic() < deadline:
-            if not _active_tasks(self.spark, groups):
+            if not active_tasks(self.spark, groups):
                 return True
             wall.sleep(0.02)
         return False

@@ -1,10 +1,10 @@
 """Tokens: the cancellation scope of one dataflow or one one-off operation.
 
 A token names a Spark job group and job tag (both set with interrupt-on-cancel in the
-thread that starts the work; Spark's streaming thread inherits them), and a marker file
-that fuses in executors' Python workers can see (:mod:`.fuse`). :meth:`Token.drop` marks
+thread that starts the work; Spark's streaming thread inherits the tag), and a marker
+file that the sources' readers in executors' Python workers see. :meth:`Token.drop` marks
 it dropped (readable from any thread), writes the marker, and cancels its jobs, including
-jobs it has not started yet (a recursion loop's next iteration).
+jobs not started yet (a recursion loop's next iteration).
 
 Errors raised while a token is dropped are the shutdown's own: :func:`log_failure` logs
 them at debug level, and at error level otherwise, per token, never by muting Spark.
@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from dataflow_operator.logs import get_logger
 
-__all__ = ["Token", "TokenDropped"]
+__all__ = ["Token", "TokenDropped", "active_tasks"]
 
 log = get_logger(__name__)
 
@@ -101,3 +101,16 @@ class Token:
             log.debug(event, shutdown=True, **fields)
         else:
             log.error(event, **fields)
+
+
+def active_tasks(spark: SparkSession, groups: list[str]) -> int:
+    """Tasks still running in the stages of the jobs of ``groups`` (job group ids)."""
+    tracker = spark.sparkContext.statusTracker()
+    active = 0
+    for group in groups:
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info is not None else []:
+                stage_info = tracker.getStageInfo(stage)
+                active += stage_info.numActiveTasks if stage_info is not None else 0
+    return active
