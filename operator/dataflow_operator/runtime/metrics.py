@@ -143,7 +143,7 @@ def _dataflow_samples(flow: DataflowReport, now_ms: int) -> Iterable[tuple[str, 
 
 def _histogram(name: str, labels: dict[str, str], durations: ShutdownDurations) -> list[str]:
     lines = [
-        _sample(f"{name}_bucket", {**labels, "le": _number(bound)}, count)
+        _sample(f"{name}_bucket", {**labels, "le": repr(float(bound))}, count)
         for bound, count in zip(durations.bounds, durations.counts, strict=True)
     ]
     lines.append(_sample(f"{name}_bucket", {**labels, "le": "+Inf"}, durations.total))
