@@ -145,7 +145,7 @@ def replica(spark: SparkSession, kind: str, work: Path, rows: int) -> Iterator[R
 def groups_of(running: RunningDataflow) -> list[str]:
     """The job groups of a dataflow's work: its token's and its streaming query's."""
     query = running.query
-    return [running.tag, *([str(query.runId)] if query is not None else [])]
+    return [running.token.group, *([str(query.runId)] if query is not None else [])]
 
 
 def wait_busy(spark: SparkSession, groups: list[str], timeout: float) -> float:

@@ -151,7 +151,7 @@ class RunningDataflow:
         """Note the first time this run processes (the snapshot time, ``as_of``)."""
         if self.status.as_of is None:
             self.status.as_of = time
-            self.hydration.begin(self.query, Frontier.at(time), [self.tag])
+            self.hydration.begin(self.query, Frontier.at(time), [self.token.group])
 
     def catch_up(self) -> None:
         """Block until the query has processed everything its sources offer now."""
@@ -200,7 +200,7 @@ class RunningDataflow:
             Token.cancel(self.spark, run_id)  # the streaming query's own job group
         self.hydration.stop()
         self._stop_query()
-        groups = [self.tag] if run_id is None else [self.tag, run_id]
+        groups = [self.token.group] if run_id is None else [self.token.group, run_id]
         while wall.monotonic() < deadline:
             if not active_tasks(self.spark, groups):
                 return True

@@ -1,8 +1,9 @@
 """Tokens: the cancellation scope of one dataflow or one one-off operation.
 
-A token names a Spark job group and job tag (both set with interrupt-on-cancel in the
-thread that starts the work; Spark's streaming thread inherits the tag), and a marker
-file that the sources' readers in executors' Python workers see. :meth:`Token.drop` marks
+A token names a Spark job group (unique per run: Spark cancels a group's future jobs for
+good) and a job tag, both set with interrupt-on-cancel in the thread that starts the work
+(Spark's streaming thread inherits the tag), and a marker file that the sources' readers
+in executors' Python workers see. :meth:`Token.drop` marks
 it dropped (readable from any thread), writes the marker, and cancels its jobs, including
 jobs not started yet (a recursion loop's next iteration).
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -39,6 +41,7 @@ class Token:
 
     def __init__(self, tag: str, marker: Path | None = None) -> None:
         self.tag = tag
+        self.group = f"{tag}-{uuid.uuid4().hex[:12]}"
         self.marker = marker
         self._dropped = threading.Event()
         self.dropped_at: float | None = None
@@ -62,7 +65,7 @@ class Token:
         context = spark.sparkContext
         saved = {key: context.getLocalProperty(key) for key in _LOCAL_PROPERTIES}
         had_tag = self.tag in context.getJobTags()
-        context.setJobGroup(self.tag, description or self.tag, interruptOnCancel=True)
+        context.setJobGroup(self.group, description or self.tag, interruptOnCancel=True)
         context.addJobTag(self.tag)
         try:
             yield
@@ -73,7 +76,7 @@ class Token:
                 context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None clears
 
     def drop(self, spark: SparkSession | None = None) -> None:
-        """Mark dropped, blow the fuses, cancel the jobs (now and to come)."""
+        """Mark dropped, write the marker, cancel the jobs (now and to come)."""
         if not self._dropped.is_set():
             self.dropped_at = time.monotonic()
             self._dropped.set()
@@ -82,14 +85,15 @@ class Token:
                 self.marker.parent.mkdir(parents=True, exist_ok=True)
                 self.marker.touch()
         if spark is not None:
-            self.cancel(spark, self.tag)
+            self.cancel(spark, self.group, self.tag)
 
     @staticmethod
-    def cancel(spark: SparkSession, group: str) -> None:
-        """Cancel the jobs of ``group`` (a job group and tag), and its future jobs."""
+    def cancel(spark: SparkSession, group: str, tag: str | None = None) -> None:
+        """Cancel the jobs of job group ``group`` (and its future jobs), and of ``tag``."""
         context = spark.sparkContext
         try:
-            context.cancelJobsWithTag(group)
+            if tag is not None:
+                context.cancelJobsWithTag(tag)
             jsc: Any = context._jsc
             jsc.sc().cancelJobGroupAndFutureJobs(group)
         except Exception as error:  # the context may be stopping
