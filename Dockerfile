@@ -29,6 +29,22 @@ RUN jars="$(python -c 'import pyspark, os; print(os.path.join(os.path.dirname(py
       "$base/org/apache/kafka/kafka-clients/${KAFKA_CLIENTS_VERSION}/kafka-clients-${KAFKA_CLIENTS_VERSION}.jar" \
  && curl -fsSL -o "$jars/commons-pool2-2.12.0.jar" \
       "$base/org/apache/commons/commons-pool2/2.12.0/commons-pool2-2.12.0.jar"
+# Hadoop's s3a connector, so that `stateUri: s3a://…` and s3a sources work in the image:
+# hadoop-aws of exactly the Hadoop version pyspark bundles (its hadoop-client-api jar),
+# and the AWS SDK v2 bundle that this Hadoop release was built against (its POM's
+# aws-java-sdk-v2.version), both from Maven Central.
+RUN jars="$(python -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" \
+ && HADOOP_VERSION="$(ls "$jars" | sed -n 's/^hadoop-client-api-\(.*\)\.jar$/\1/p')" \
+ && test -n "$HADOOP_VERSION" \
+ && base=https://repo1.maven.org/maven2 \
+ && AWS_SDK_VERSION="$(curl -fsSL "$base/org/apache/hadoop/hadoop-project/${HADOOP_VERSION}/hadoop-project-${HADOOP_VERSION}.pom" \
+      | sed -n 's:.*<aws-java-sdk-v2.version>\(.*\)</aws-java-sdk-v2.version>.*:\1:p' | head -n 1)" \
+ && test -n "$AWS_SDK_VERSION" \
+ && echo "s3a: hadoop-aws ${HADOOP_VERSION}, AWS SDK bundle ${AWS_SDK_VERSION}" \
+ && curl -fsSL -o "$jars/hadoop-aws-${HADOOP_VERSION}.jar" \
+      "$base/org/apache/hadoop/hadoop-aws/${HADOOP_VERSION}/hadoop-aws-${HADOOP_VERSION}.jar" \
+ && curl -fsSL -o "$jars/bundle-${AWS_SDK_VERSION}.jar" \
+      "$base/software/amazon/awssdk/bundle/${AWS_SDK_VERSION}/bundle-${AWS_SDK_VERSION}.jar"
 ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     PYSPARK_PYTHON=python \
     DATAFLOW_LOG_FORMAT=json \

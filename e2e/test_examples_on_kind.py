@@ -41,13 +41,25 @@ def test_crds_are_accepted_by_a_real_api_server(kind_cluster: str) -> None:
         assert established and established[0]["status"] == "True"
 
 
+INPUT = "/opt/dataflow/state/inputs/events"
+"""The example's table, moved onto the Replica's own claim: `data/events` is a path on
+the machine of `make run`, and exists in no pod."""
+
+
 def test_example_replica_runs_and_dataflow_hydrates(kind_cluster: str) -> None:
-    kubectl(kind_cluster, "apply", "-f", str(ROOT / "examples/last-30-days.yaml"))
+    replica_doc, dataflow_doc = (ROOT / "examples/last-30-days.yaml").read_text().split("\n---\n")
+    assert "path: data/events" in dataflow_doc
+    run(tool("kubectl"), "--context", kind_cluster, "apply", "-f", "-", stdin=replica_doc)
     wait_for(
         "Replica r1 Ready", lambda: condition(get(kind_cluster, "replica", "r1"), "Ready") == "True"
     )
     replica = get(kind_cluster, "replica", "r1")
     assert replica["status"]["expiresAt"]
+    row = json.dumps({"content": "hello", "event_ts": "2026-01-01T00:00:00Z"})
+    pod = replica["status"]["driverPod"]
+    kubectl(kind_cluster, "exec", pod, "--", "dataflow-operator", "insert", INPUT, row)
+    dataflow_doc = dataflow_doc.replace("path: data/events", f"path: {INPUT}")
+    run(tool("kubectl"), "--context", kind_cluster, "apply", "-f", "-", stdin=dataflow_doc)
     wait_for(
         "Dataflow last-30-days Hydrated",
         lambda: condition(get(kind_cluster, "dataflow", "last-30-days"), "Hydrated") == "True",

@@ -1,4 +1,11 @@
-"""Shared fixtures: one local Spark session for the whole test session."""
+"""Shared fixtures: one Spark session for the whole test session.
+
+Its master is ``local-cluster[2,1,1024]``: two executors, each a separate JVM with its own
+Python workers and working directory, as on Kubernetes. Every Spark test therefore proves
+that what executors do never depends on the driver's memory or working directory (only
+on the state location they are given). ``DATAFLOW_TEST_SPARK_MASTER=local[2]`` runs the
+suite in one process instead (quicker to start, for iterating).
+"""
 
 from __future__ import annotations
 
@@ -12,14 +19,16 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local-cluster[2,1,1024]")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """A local[2] Spark session, started once (seconds) and shared by every test."""
+    """The test session's Spark session, started once and shared by every test."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from dataflow_operator.runtime.session import spark_session
 
-    session = spark_session(app_name="dataflow-operator-tests")
+    session = spark_session(master=TEST_MASTER, app_name="dataflow-operator-tests")
     yield session
     session.stop()

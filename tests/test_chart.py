@@ -114,3 +114,50 @@ def test_operator_role_manages_the_replicas_state_claims(tmp_path: Path) -> None
         for verb in rule["verbs"]
     }
     assert {"get", "list", "watch", "create", "delete", "patch"} <= verbs
+
+
+def test_driver_account_and_its_binding_exist_wherever_replicas_run(tmp_path: Path) -> None:
+    for sets, namespaces in [
+        ((), {"ops", "default"}),
+        (("operator.watchNamespaces={a,b}", "replicaNamespaces={team}"), {"ops", "a", "b", "team"}),
+    ]:
+        objects = render(tmp_path, *sets)
+        accounts = {
+            obj["metadata"]["namespace"]
+            for obj in objects
+            if obj["kind"] == "ServiceAccount" and obj["metadata"]["name"] == "dataflow-replica"
+        }
+        bindings = [obj for obj in objects if obj["kind"] == "RoleBinding"]
+        assert accounts == namespaces
+        assert {b["metadata"]["namespace"] for b in bindings} == namespaces
+        for binding in bindings:
+            (subject,) = binding["subjects"]
+            assert subject["namespace"] == binding["metadata"]["namespace"]
+            assert subject["name"] == "dataflow-replica"
+            assert binding["roleRef"] == {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "dfo-dataflow-operator-replica",
+            }
+        (role,) = [
+            o
+            for o in objects
+            if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-replica")
+        ]
+        resources = {r for rule in role["rules"] for r in rule["resources"]}
+        assert {"pods", "services", "configmaps", "persistentvolumeclaims"} <= resources
+
+
+def test_operator_role_creates_and_reads_the_control_token_secrets(tmp_path: Path) -> None:
+    (role,) = [
+        obj
+        for obj in render(tmp_path)
+        if obj["kind"] == "ClusterRole" and not obj["metadata"]["name"].endswith("-replica")
+    ]
+    verbs = {
+        verb
+        for rule in role["rules"]
+        if "" in rule["apiGroups"] and "secrets" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {"get", "create"} <= verbs

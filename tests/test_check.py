@@ -205,6 +205,24 @@ BROKEN: dict[str, tuple[str, str]] = {
         "Dataflow/d1: spec.sources: multiple timelines within one dataflow are not supported",
     ),
     "defined twice": (REPLICA + "---\n" + REPLICA, "Replica/r1: metadata.name: defined twice"),
+    "executors on ReadWriteOnce storage": (
+        REPLICA + "  storage: {size: 1Gi}\n  executor: {instances: 2}\n",
+        "Replica/r1: spec.storage.accessModes: [ReadWriteOnce] lacks ReadWriteMany but "
+        "executor.instances is 2: the claim is mounted on every executor too",
+    ),
+    "executors on an emptyDir": (
+        REPLICA,
+        "Replica/r1: spec.executor.instances: executor.instances is 1 but neither "
+        "spec.storage nor spec.stateUri is set",
+    ),
+    "storage and stateUri": (
+        REPLICA + "  storage: {size: 1Gi}\n  stateUri: s3a://b/p\n",
+        "Replica/r1: spec.stateUri: spec.storage and spec.stateUri are mutually exclusive",
+    ),
+    "stateUri not an object store": (
+        REPLICA + "  stateUri: /var/state\n",
+        "Replica/r1: spec.stateUri: '/var/state' is not an object-store or HDFS URI",
+    ),
 }
 
 
@@ -238,6 +256,22 @@ def test_mixed_timelines_detail_names_each_timeline_and_its_sources(
 
 def test_valid_examples_pass(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(ROOT / "examples")]) == 0
+
+
+def test_storage_rules_accept_what_reaches_every_pod(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text(
+        "---\n".join(
+            REPLICA.replace("r1", name) + extra
+            for name, extra in [
+                ("rwo-local", "  storage: {size: 1Gi}\n  executor: {instances: 0}\n"),
+                ("rwx", "  storage: {size: 1Gi, accessModes: [ReadWriteMany]}\n"),
+                ("uri", "  stateUri: s3a://bucket/state\n  stateCredentials: creds\n"),
+                ("empty-local", "  executor: {instances: 0}\n"),
+            ]
+        )
+    )
+    assert main(["check", str(path)]) == 0
 
 
 def test_context_resolves_references_without_reporting_it(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
 from dataflow_operator.api.manifests import Manifest, Problem, load_paths
+from dataflow_operator.api.replica import Replica
+from dataflow_operator.api.replica_rules import replica_problems
 
 __all__ = ["check_manifests", "configure", "run"]
 
@@ -22,7 +24,8 @@ def _scope(resource: Dataflow) -> tuple[str, str]:
 def check_manifests(
     manifests: Sequence[Manifest], context: Sequence[Manifest] = ()
 ) -> list[Problem]:
-    """Problems across a set of parsed manifests: references, cycles, timelines, SQL.
+    """Problems across a set of parsed manifests: references, cycles, timelines, SQL,
+    and each Replica's rules (:func:`~dataflow_operator.api.replica_rules.replica_problems`).
 
     ``context`` holds objects that already exist (they resolve references) and whose own
     problems are not reported.
@@ -54,6 +57,11 @@ def check_manifests(
             problems.extend(
                 Problem(manifest.file, manifest.label, problem.field, problem.error.message)
                 for problem in catalog.problems(resource.metadata.name)
+            )
+        elif isinstance(resource, Replica):
+            problems.extend(
+                Problem(manifest.file, manifest.label, problem.field, problem.message)
+                for problem in replica_problems(resource.spec)
             )
     return problems
 

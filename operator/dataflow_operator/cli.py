@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("dataflow_operator.runtime.run_command", "run a local replica over manifests"),
     "insert": ("dataflow_operator.runtime.insert_command", "append rows to a table, atomically"),
     "replica": ("dataflow_operator.runtime.replica_command", "driver pod: engine + control API"),
+    "subscribe": ("dataflow_operator.client.subscribe_command", "stream a dataflow's changelog"),
+    "peek": ("dataflow_operator.client.peek_command", "print an Index's current contents"),
 }
 """Subcommand → (module, one-line help)."""
 

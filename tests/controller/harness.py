@@ -99,6 +99,7 @@ def declare_resources(emulator: kmock.KubernetesEmulator) -> None:
         ("pods", "Pod", {"status"}),
         ("services", "Service", set()),
         ("events", "Event", set()),
+        ("secrets", "Secret", set()),
     ):
         emulator.resources[f"v1/{plural}"] = kmock.ResourceInfo(
             kind=kind,
@@ -261,6 +262,8 @@ class FakeReplica:
         self.start_time = int(time.time() * 1000)
         self.keep: set[str] = set()
         """Names it refuses to drop (to test the delete timeout)."""
+        self.auth: list[tuple[str, str | None, str | None]] = []
+        """(method path, Authorization, X-Dataflow-Token) of every request."""
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -269,7 +272,7 @@ class FakeReplica:
         return f"127.0.0.1:{self.port}"
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._record_auth])
         app.router.add_get("/status", self._status)
         app.router.add_put("/dataflows", self._put)
         self._runner = web.AppRunner(app, access_log=None)
@@ -281,6 +284,18 @@ class FakeReplica:
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @web.middleware
+    async def _record_auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.auth.append(
+            (
+                f"{request.method} {request.path}",
+                request.headers.get("Authorization"),
+                request.headers.get("X-Dataflow-Token"),
+            )
+        )
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def _status(self, _: web.Request) -> web.Response:
         dataflows = [

@@ -234,12 +234,13 @@ def volumes(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_without_storage_the_state_dir_is_an_empty_dir_and_no_claim_is_built() -> None:
-    r = replica()
+    r = replica(executor={"instances": 0})
     pod = pod_of(r)
     assert build_state_claim(r) is None
-    assert env(pod)[injection.ENV_STATE_DIR] == STATE_DIR
-    assert mounts(pod) == {"state": STATE_DIR}
-    assert volumes(pod) == {"state": {"emptyDir": {}}}
+    assert env(pod)[injection.ENV_STATE_URI] == "file:///opt/dataflow/state"
+    assert injection.ENV_STATE_DIR not in env(pod)
+    assert mounts(pod) == {"state": STATE_DIR, "control-token": "/var/run/dataflow/control"}
+    assert volumes(pod)["state"] == {"emptyDir": {}}
     assert "securityContext" not in pod["spec"]
 
 
@@ -247,16 +248,16 @@ def test_with_storage_every_attempt_mounts_the_one_claim_at_the_state_dir() -> N
     r = replica(storage={"size": "10Gi"})
     for attempt in (1, 2):
         pod = pod_of(r, attempt=attempt)
-        assert env(pod)[injection.ENV_STATE_DIR] == STATE_DIR
-        assert mounts(pod) == {"state": STATE_DIR}
-        assert volumes(pod) == {"state": {"persistentVolumeClaim": {"claimName": "r1-state"}}}
+        assert env(pod)[injection.ENV_STATE_URI] == "file:///opt/dataflow/state"
+        assert mounts(pod)["state"] == STATE_DIR
+        assert volumes(pod)["state"] == {"persistentVolumeClaim": {"claimName": "r1-state"}}
         assert pod["spec"]["securityContext"]["fsGroup"] == 185
 
 
-def test_user_env_cannot_move_the_state_dir() -> None:
-    pod = pod_of(replica(env=[{"name": injection.ENV_STATE_DIR, "value": "/tmp/x"}]))
-    values = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "DATAFLOW_STATE_DIR"]
-    assert values == [{"name": "DATAFLOW_STATE_DIR", "value": STATE_DIR}]
+def test_user_env_cannot_move_the_state_location() -> None:
+    pod = pod_of(replica(env=[{"name": injection.ENV_STATE_URI, "value": "/tmp/x"}]))
+    values = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "DATAFLOW_STATE_URI"]
+    assert values == [{"name": "DATAFLOW_STATE_URI", "value": "file:///opt/dataflow/state"}]
 
 
 def test_state_claim_is_owned_by_the_replica_and_labelled_like_the_driver() -> None:

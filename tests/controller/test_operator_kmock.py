@@ -37,7 +37,8 @@ TABLE = {
 
 def replica_body(name: str = "r1", address: str | None = None, **spec: Any) -> dict[str, Any]:
     annotations = {"dataflow.dev/control-address": address} if address else {}
-    return new_object("Replica", name, "default", {"cluster": "c", **spec}, annotations=annotations)
+    spec = {"cluster": "c", "executor": {"instances": 0}, **spec}  # emptyDir: driver only
+    return new_object("Replica", name, "default", spec, annotations=annotations)
 
 
 def dataflow_body(name: str, sources: list[dict[str, Any]], sql: str) -> dict[str, Any]:

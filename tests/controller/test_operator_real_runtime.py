@@ -12,6 +12,7 @@ runtime's ``GET /status`` into ``status.replicas[].nodes``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import signal
@@ -29,6 +30,7 @@ import pytest_asyncio
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
+from dataflow_operator.controller.control_client import auth_headers
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.core.durations import parse_duration
 from dataflow_operator.runtime.insert_command import insert_rows
@@ -67,6 +69,11 @@ class RealReplica:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The control token the operator sends too (the runtime may require it)."""
+        return auth_headers(Path(self.env[injection.ENV_CONTROL_TOKEN_FILE]).read_text())
+
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
@@ -87,7 +94,7 @@ class RealReplica:
         try:
             async with (
                 aiohttp.ClientSession(timeout=timeout) as session,
-                session.get(f"{self.url}/status") as response,
+                session.get(f"{self.url}/status", headers=self.headers) as response,
             ):
                 if response.status != 200:
                     return None
@@ -99,7 +106,7 @@ class RealReplica:
         """``GET /dataflows/{name}/peek``."""
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
-            session.get(f"{self.url}/dataflows/{name}/peek") as response,
+            session.get(f"{self.url}/dataflows/{name}/peek", headers=self.headers) as response,
         ):
             assert response.status == 200, await response.text()
             body: dict[str, Any] = await response.json()
@@ -189,11 +196,14 @@ def _driver_env(pod: dict[str, Any]) -> dict[str, str]:
     return {item["name"]: item["value"] for item in env}
 
 
-def _local_env(pod_env: dict[str, str], port: int, state_dir: Path) -> dict[str, str]:
+def _local_env(
+    pod_env: dict[str, str], port: int, state_dir: Path, token_file: Path
+) -> dict[str, str]:
     """The pod's environment for a replica on this machine: Spark local, loopback only.
 
-    ``DATAFLOW_SPARK_CONF`` goes: it names ``spark.master=k8s://…`` and the driver
-    Service as the driver host. The start time and offset stay as the operator injected.
+    ``DATAFLOW_SPARK_CONF`` goes (it names the driver Service as the driver host); the
+    state and the control token (the Secret the pod mounts) move to local files. The
+    start time and offset stay as the operator injected.
     """
     env = {**os.environ, **pod_env}
     env.pop(injection.ENV_SPARK_CONF)
@@ -202,6 +212,8 @@ def _local_env(pod_env: dict[str, str], port: int, state_dir: Path) -> dict[str,
         injection.ENV_CONTROL_ADDRESS: f"127.0.0.1:{port}",
         injection.ENV_SPARK_MASTER: "local[2]",
         injection.ENV_STATE_DIR: str(state_dir),
+        injection.ENV_STATE_URI: state_dir.as_uri(),
+        injection.ENV_CONTROL_TOKEN_FILE: str(token_file),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -244,7 +256,7 @@ async def test_hydration_from_a_real_runtime_reaches_dataflow_status(
             "Replica",
             "r1",
             "default",
-            {"cluster": "c"},
+            {"cluster": "c", "executor": {"instances": 0}},
             annotations={"dataflow.dev/control-address": f"127.0.0.1:{port}"},
         ),
     )
@@ -318,7 +330,12 @@ async def _run_driver(cluster: Cluster, port: int, tmp_path: Path) -> tuple[Real
     assert pod_env[injection.ENV_EXPIRATION_OFFSET] == OFFSET
     assert (pod_env[injection.ENV_REPLICA], pod_env[injection.ENV_ATTEMPT]) == ("r1", "1")
     assert pod["spec"]["containers"][0]["command"] == ["dataflow-operator", "replica"]
-    env = _local_env(pod_env, port, tmp_path / "state")
+    secret = await wait_for(
+        lambda: cluster.api.get(KubeApi.core("default", "secrets", "r1-control-token"))
+    )
+    token_file = tmp_path / "control-token"
+    token_file.write_bytes(base64.b64decode(secret["data"]["token"]))
+    env = _local_env(pod_env, port, tmp_path / "state", token_file)
     return RealReplica(env, tmp_path / "replica.log"), int(status["startTimeMs"])
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from dataflow_operator.api import injection
 from dataflow_operator.controller.kube import KubeApi
-from dataflow_operator.controller.manifests import STATE_DIR
+from dataflow_operator.controller.manifests import LOCAL_STATE_URI
 from tests.controller.harness import Cluster, new_object, running_status, wait_for
 
 pytestmark = [pytest.mark.kmock, pytest.mark.asyncio, pytest.mark.timeout(90)]
@@ -33,7 +33,8 @@ def with_claims(emulator: tuple[kmock.KubernetesEmulator, Path]) -> None:
 
 
 def replica_body(**storage: Any) -> dict[str, Any]:
-    return new_object("Replica", "r1", "default", {"cluster": "c", "storage": storage})
+    spec = {"cluster": "c", "storage": storage, "executor": {"instances": 0}}
+    return new_object("Replica", "r1", "default", spec)
 
 
 def persistent_state(replica: dict[str, Any] | None) -> dict[str, Any]:
@@ -57,7 +58,7 @@ async def test_the_claim_exists_before_the_driver_that_mounts_it(
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["state"]["persistentVolumeClaim"] == {"claimName": "r1-state"}
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-    assert env[injection.ENV_STATE_DIR] == STATE_DIR
+    assert env[injection.ENV_STATE_URI] == LOCAL_STATE_URI
     status = (await wait_for(lambda: cluster.get("replicas", "r1")))["status"]
     assert status["stateClaim"] == "r1-state"
 

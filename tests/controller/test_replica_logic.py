@@ -383,6 +383,15 @@ def test_without_storage_the_state_is_ephemeral_and_says_so() -> None:
     assert d.actions == [Action(ActionKind.CREATE_POD, "r1-driver-1")]
 
 
+def test_with_a_state_uri_the_state_survives_and_status_says_where() -> None:
+    r, _ = step(replica(stateUri="s3a://bucket/r1"), T0)
+    assert r.status is not None and r.status.state_claim is None
+    assert conditions(r)["PersistentState"] == ("True", "StateUri")
+    (condition,) = [c for c in r.status.conditions if c.type == "PersistentState"]
+    assert condition.message.startswith("state at s3a://bucket/r1")
+    assert "survives restarts" in condition.message
+
+
 def test_with_storage_the_claim_is_recorded_before_the_first_pod() -> None:
     r, d = step(replica(storage=STORAGE), T0)
     assert r.status is not None and r.status.state_claim == "r1-state"

@@ -4,77 +4,26 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.runtime.fake_replica import FakeReplica
 
-from dataflow_operator.api.dataflow import DataflowKindField
 from dataflow_operator.api.protocol import (
     DEFAULT_CONTROL_PORT,
-    DataflowReport,
-    DesiredDataflows,
     ErrorBody,
     InstallResult,
     PeekResult,
-    ReplicaPhase,
     ReplicaReport,
 )
-from dataflow_operator.runtime.control_api import ControlServer, parse_address
-from dataflow_operator.runtime.service import NotAnIndex, UnknownDataflow
-
-
-class FakeReplica:
-    """Keeps the desired set in memory; peeks return one row per Index."""
-
-    def __init__(self) -> None:
-        self.installed: dict[str, DesiredDataflows] = {}
-        self.specs: dict[str, Any] = {}
-        self.applied = threading.Event()
-
-    def report(self) -> ReplicaReport:
-        return ReplicaReport(
-            start_time=1000,
-            expiration=5000,
-            phase=ReplicaPhase.RUNNING,
-            dataflows=[
-                DataflowReport(name=name, frontier=[2000], hydrated=True, state_rows=3)
-                for name in sorted(self.specs)
-            ],
-        )
-
-    def apply(self, desired: DesiredDataflows) -> InstallResult:
-        result = InstallResult()
-        wanted = {d.name: d for d in desired.dataflows}
-        for name in sorted(set(self.specs) - set(wanted)):
-            del self.specs[name]
-            result.dropped.append(name)
-        for name, flow in wanted.items():
-            if name not in self.specs:
-                result.installed.append(name)
-            elif self.specs[name] != flow.spec:
-                result.reinstalled.append(name)
-            else:
-                result.unchanged.append(name)
-            self.specs[name] = flow.spec
-        self.applied.set()
-        return result
-
-    def peek(self, name: str) -> PeekResult:
-        if name not in self.specs:
-            raise UnknownDataflow(f"no dataflow {name!r}")
-        if self.specs[name].kind is not DataflowKindField.INDEX:
-            raise NotAnIndex(f"{name!r} is not an Index")
-        return PeekResult(name=name, time=1999, columns=["x"], rows=[[1, 1]])
-
-    def ready(self) -> bool:
-        return self.applied.is_set()
+from dataflow_operator.runtime.serve import ControlServer, parse_address
 
 
 @pytest.fixture
-def replica() -> FakeReplica:
-    return FakeReplica()
+def replica(tmp_path: Path) -> FakeReplica:
+    return FakeReplica(tmp_path)
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from pyspark.sql import SparkSession
 
 from dataflow_operator.api.protocol import InstallResult, PeekResult, ReplicaReport
 from dataflow_operator.runtime.clock import TickPlan
-from dataflow_operator.runtime.control_api import ControlServer
 from dataflow_operator.runtime.engine import Engine, EngineConfig
 from dataflow_operator.runtime.insert_command import insert_rows
+from dataflow_operator.runtime.serve import ControlServer
 
 pytestmark = pytest.mark.spark
 

@@ -20,13 +20,13 @@ from pyspark.sql import SparkSession
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
-from dataflow_operator.runtime.control_api import ControlServer
 from dataflow_operator.runtime.replica_command import (
     ConfigError,
     ReplicaConfig,
     configure,
     execute,
 )
+from dataflow_operator.runtime.serve import ControlServer
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -63,17 +63,24 @@ def test_configuration_from_the_injected_environment() -> None:
         injection.ENV_CLUSTER: "default",
         injection.ENV_ATTEMPT: "3",
         injection.ENV_CONTROL_ADDRESS: "0.0.0.0:9999",
-        injection.ENV_STATE_DIR: "/data/state",
+        injection.ENV_STATE_URI: "s3a://bucket/replicas/r1",
+        "AWS_ENDPOINT_URL": "http://minio:9000",
         injection.ENV_SPARK_MASTER: "k8s://https://kubernetes.default.svc",
         injection.ENV_SPARK_CONF: json.dumps({"spark.executor.instances": "2"}),
+        injection.ENV_EXECUTOR_POD_TEMPLATE: json.dumps(
+            {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "executor"}]}}
+        ),
     }
     config = ReplicaConfig.resolve(_args(), env)
     assert config.start_time == 1_700_000_000_000
     assert config.expiration_offset is not None and str(config.expiration_offset) == "21d"
     assert config.master == "k8s://https://kubernetes.default.svc"
     assert config.control_address == "0.0.0.0:9999"
-    assert config.state_dir == Path("/data/state")
+    assert config.state_dir == "s3a://bucket/replicas/r1"
+    assert config.spark_conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert config.spark_conf["spark.executor.instances"] == "2"
+    template = Path(config.spark_conf["spark.kubernetes.executor.podTemplateFile"])
+    assert json.loads(template.read_text())["spec"]["containers"] == [{"name": "executor"}]
     assert config.spark_conf[injection.CONF_START_TIME_MS] == "1700000000000"
     assert config.labels == {"replica": "r1", "namespace": "ns", "cluster": "default"}
     # flags win over the environment
@@ -82,6 +89,21 @@ def test_configuration_from_the_injected_environment() -> None:
     )
     assert flagged.master == "local[2]" and flagged.expiration_offset is None
     assert flagged.spark_conf["a.b"] == "c"
+
+
+def test_the_older_state_dir_variable_and_a_bad_pod_template() -> None:
+    env = {injection.ENV_STATE_DIR: "/data/state"}
+    assert ReplicaConfig.resolve(_args(), env).state_dir == "/data/state"
+    local = {**env, injection.ENV_EXECUTOR_POD_TEMPLATE: "{}"}
+    assert "spark.kubernetes.executor.podTemplateFile" not in (
+        ReplicaConfig.resolve(_args(), local).spark_conf  # no executors without k8s://
+    )
+    broken = {**local, injection.ENV_SPARK_MASTER: "k8s://https://k", "x": ""}
+    broken[injection.ENV_EXECUTOR_POD_TEMPLATE] = "{not json"
+    with pytest.raises(ConfigError, match="DATAFLOW_EXECUTOR_POD_TEMPLATE: not JSON"):
+        ReplicaConfig.resolve(_args(), broken)
+    with pytest.raises(ConfigError, match="unsupported scheme 'ftp'"):
+        ReplicaConfig.resolve(_args(), {injection.ENV_STATE_URI: "ftp://x/y"})
 
 
 def test_defaults_and_conf_twins() -> None:
@@ -104,11 +126,21 @@ def test_defaults_and_conf_twins() -> None:
         ({injection.ENV_START_TIME_MS: "yesterday"}, injection.ENV_START_TIME_MS),
         ({injection.ENV_SPARK_CONF: "[1]"}, "JSON object"),
         ({injection.ENV_CONTROL_ADDRESS: "host:port"}, "not a port"),
+        ({injection.ENV_CONTROL_TOKEN_FILE: "/nonexistent/token"}, "No such file"),
     ],
 )
 def test_bad_configuration_is_one_clear_error(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ReplicaConfig.resolve(_args(), env)
+
+
+def test_the_control_token_is_read_from_the_injected_file(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("abc123\n")
+    env = {injection.ENV_CONTROL_TOKEN_FILE: str(tmp_path / "token")}
+    config = ReplicaConfig.resolve(_args(), env)
+    assert config.control_token == "abc123"
+    assert "abc123" not in repr(config)
+    assert ReplicaConfig.resolve(_args(), {}).control_token is None
 
 
 @pytest.mark.spark

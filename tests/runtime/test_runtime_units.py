@@ -22,6 +22,7 @@ from dataflow_operator.runtime.expiry import last_refresh_at_or_before
 from dataflow_operator.runtime.insert_command import insert_rows
 from dataflow_operator.runtime.run_command import format_update
 from dataflow_operator.runtime.source_reader import list_data_files
+from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, parse_json_lines
 
 
@@ -62,7 +63,7 @@ def test_simulated_ticks_end_with_output_complete_to_until() -> None:
 
 
 def test_clock_file_round_trip(tmp_path: Path) -> None:
-    clock = ClockFile(tmp_path / "clock.json")
+    clock = ClockFile(Location.of(tmp_path / "clock.json"))
     assert clock.read() is None
     clock.write(42)
     assert clock.read() == 42
@@ -70,10 +71,10 @@ def test_clock_file_round_trip(tmp_path: Path) -> None:
 
 def test_insert_is_one_new_whole_file(tmp_path: Path) -> None:
     target = insert_rows(tmp_path / "t", [{"a": 1}, {"a": 2}])
-    assert list_data_files(tmp_path / "t") == [target.name]
+    assert list_data_files(Location.of(tmp_path / "t")) == [target.name]
     assert [json.loads(line) for line in target.read_text().splitlines()] == [{"a": 1}, {"a": 2}]
     (tmp_path / "t" / ".in-progress.tmp").write_text("x")
-    assert list_data_files(tmp_path / "t") == [target.name]
+    assert list_data_files(Location.of(tmp_path / "t")) == [target.name]
 
 
 def test_store_records_parts_then_upper(tmp_path: Path) -> None:

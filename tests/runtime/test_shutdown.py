@@ -21,6 +21,7 @@ from tests.runtime.shutdown_scenarios import (
 )
 
 from dataflow_operator.runtime.engine import dataflows_from
+from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.token import Token, active_tasks
 
 pytestmark = pytest.mark.spark
@@ -119,7 +120,7 @@ def test_errors_are_quiet_only_for_a_dropped_token() -> None:
 
 
 def test_marker_written_on_drop_and_cleared_for_a_new_run(tmp_path: Path) -> None:
-    marker = tmp_path / "flow" / "dropped"
+    marker = Location.of(tmp_path / "flow" / "dropped")
     token = Token("dataflow-flow", marker)
     assert not marker.exists()
     token.drop()

@@ -36,9 +36,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* Namespaces where Replica drivers run: the release's and every watched one. */}}
+{{/* Namespaces where Replica drivers run: the release's, every watched one and every
+one listed in replicaNamespaces (needed when the operator watches all namespaces). */}}
 {{- define "dataflow-operator.replicaNamespaces" -}}
 {{- $namespaces := list .Release.Namespace }}
 {{- range .Values.operator.watchNamespaces }}{{ $namespaces = append $namespaces . }}{{ end }}
+{{- range .Values.replicaNamespaces }}{{ $namespaces = append $namespaces . }}{{ end }}
 {{- $namespaces | uniq | join "," }}
 {{- end }}

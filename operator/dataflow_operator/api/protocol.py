@@ -16,6 +16,7 @@ from dataflow_operator.api.dataflow import DataflowSpec, NodeStatus
 from dataflow_operator.api.meta import ApiModel
 
 __all__ = [
+    "CONTROL_TOKEN_HEADER",
     "DEFAULT_CONTROL_PORT",
     "PROTOCOL_VERSION",
     "DataflowReport",
@@ -31,6 +32,9 @@ __all__ = [
 
 PROTOCOL_VERSION = "v1"
 DEFAULT_CONTROL_PORT = 8765
+CONTROL_TOKEN_HEADER = "X-Dataflow-Token"
+"""Carries the control token besides ``Authorization: Bearer``, which the Kubernetes API
+server's service proxy does not pass on."""
 
 
 class DesiredDataflow(ApiModel):

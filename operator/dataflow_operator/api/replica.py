@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -11,6 +12,7 @@ from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, Object
 from dataflow_operator.api.types import DurationField, QuantityField
 
 __all__ = [
+    "STATE_URI_SCHEMES",
     "Backoff",
     "DriverResources",
     "EnvVar",
@@ -24,6 +26,12 @@ __all__ = [
     "RestartReason",
     "StateStorage",
 ]
+
+STATE_URI_SCHEMES = ("s3a", "gs", "abfss", "hdfs")
+"""Schemes of ``spec.stateUri``: object stores and HDFS, reached through Hadoop's FileSystem."""
+_STATE_URI = re.compile(r"^(?P<scheme>[a-z0-9]+)://(?P<authority>[^/\s?#]+)(?P<path>/[^\s?#]*)?$")
+_STATE_URI_PATTERN = r"^(s3a|gs|abfss|hdfs)://[^/\s?#]+(/[^\s?#]*)?$"
+_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 class RestartPolicyType(StrEnum):
@@ -134,8 +142,9 @@ class StateStorage(ApiModel):
     """A PersistentVolumeClaim for the replica's checkpoints and changelogs.
 
     The operator creates one claim per Replica (``<replica>-state``), owned by it, and
-    mounts it in every driver attempt at the state directory, so that a restart (at
-    expiration, after a failure or a spec change) resumes from the last checkpoint.
+    mounts it in every driver attempt and on every executor at the state directory, so
+    that a restart (at expiration, after a failure or a spec change) resumes from the last
+    checkpoint.
     """
 
     size: QuantityField = Field(
@@ -153,8 +162,10 @@ class StateStorage(ApiModel):
         default_factory=_read_write_once,
         min_length=1,
         max_length=3,
-        description="Access modes of the claim; only the driver mounts it. "
-        "Default: [ReadWriteOnce]. Fixed once the claim exists.",
+        description="Access modes of the claim. It is mounted on the driver and on every "
+        "executor at the same path, so with executor.instances >= 1 it must include "
+        "ReadWriteMany (executors run in other pods, often on other nodes). "
+        "Default: [ReadWriteOnce] (only with executor.instances: 0). Fixed once the claim exists.",
     )
 
 
@@ -207,8 +218,70 @@ class ReplicaSpec(ApiModel):
         "the state lives in an emptyDir and is LOST whenever the driver pod is replaced "
         "(expiration, failure, spec change), so every restart recomputes from the sources; "
         "condition PersistentState=False says so. Adding or removing it restarts the "
-        "driver (SpecChanged); a removed claim stays until the Replica is deleted.",
+        "driver (SpecChanged); a removed claim stays until the Replica is deleted. "
+        "Exclusive with stateUri.",
     )
+    state_uri: str | None = Field(
+        default=None,
+        description="The replica's state on an object store or HDFS instead of a volume: "
+        "s3a://bucket/prefix, gs://bucket/prefix, abfss://container@account.dfs.core."
+        "windows.net/prefix or hdfs://namenode:port/path. The driver and every executor "
+        "read and write it through Hadoop's FileSystem API; it survives restarts and is "
+        "not deleted with the Replica. Exclusive with storage.",
+        json_schema_extra={"pattern": _STATE_URI_PATTERN},
+    )
+    state_credentials: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=_SECRET_NAME,
+        description="A Secret in the Replica's namespace whose keys become environment "
+        "variables of the driver and every executor (envFrom), e.g. AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY and AWS_ENDPOINT_URL for s3a (MinIO).",
+    )
+    volumes: list[
+        Annotated[dict[str, Any], Field(description="A Kubernetes Volume (name and source).")]
+    ] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Extra Kubernetes Volumes (e.g. for sources), added to the driver and "
+        "to every executor.",
+    )
+    volume_mounts: list[
+        Annotated[
+            dict[str, Any],
+            Field(description="A Kubernetes VolumeMount (name of a volume, mountPath)."),
+        ]
+    ] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Kubernetes VolumeMounts of the extra volumes, on the driver's and "
+        "every executor's container.",
+    )
+
+    @field_validator("state_uri")
+    @classmethod
+    def _state_uri(cls, uri: str | None) -> str | None:
+        if uri is None:
+            return None
+        match = _STATE_URI.match(uri)
+        schemes = ", ".join(f"{s}://" for s in STATE_URI_SCHEMES)
+        if match is None or match["scheme"] not in STATE_URI_SCHEMES:
+            raise ValueError(
+                f"{uri!r} is not an object-store or HDFS URI: expected "
+                f"SCHEME://BUCKET-OR-HOST/PREFIX with a scheme among {schemes} (no query, "
+                "no spaces); a volume is spec.storage"
+            )
+        if match["scheme"] == "abfss" and "@" not in match["authority"]:
+            raise ValueError(f"{uri!r}: an abfss URI names CONTAINER@ACCOUNT.dfs.core.windows.net")
+        return uri
+
+    @field_validator("volumes", "volume_mounts")
+    @classmethod
+    def _named(cls, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for index, item in enumerate(items):
+            if not isinstance(item.get("name"), str) or not item["name"]:
+                raise ValueError(f"item [{index}] has no name")
+        return items
 
     @field_validator("spark_conf")
     @classmethod

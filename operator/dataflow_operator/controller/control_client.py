@@ -2,6 +2,8 @@
 
 Bodies are the protocol's pydantic models in both directions; a body of another protocol
 version, or an error answer, becomes :class:`ControlError` with the replica's own reason.
+Every request carries the replica's control token (from its Secret), as
+``Authorization: Bearer <token>`` and ``X-Dataflow-Token: <token>``.
 """
 
 from __future__ import annotations
@@ -18,16 +20,26 @@ from dataflow_operator.api.protocol import (
     ReplicaReport,
 )
 
-__all__ = ["ControlClient", "ControlError"]
+__all__ = ["TOKEN_HEADER", "ControlClient", "ControlError", "auth_headers"]
+
+TOKEN_HEADER = "X-Dataflow-Token"
 
 
 class ControlError(Exception):
-    """The replica could not be reached, or answered with an error."""
+    """The replica could not be reached, or answered with an error (``status``: HTTP)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, status: int | None = None) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+        self.status = status
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    """The headers that carry a replica's control token (none without one)."""
+    if not token:
+        return {}
+    return {"Authorization": f"Bearer {token}", TOKEN_HEADER: token}
 
 
 class ControlClient:
@@ -57,34 +69,51 @@ class ControlClient:
         url: str,
         body: dict[str, Any] | None = None,
         timeout: aiohttp.ClientTimeout | None = None,
+        token: str | None = None,
     ) -> Any:
         try:
             async with self._session.request(
-                method, url, json=body, timeout=timeout or self._timeout
+                method,
+                url,
+                json=body,
+                timeout=timeout or self._timeout,
+                headers=auth_headers(token),
             ) as response:
-                payload = await response.json(content_type=None)
-                if response.status >= 400:
+                status = response.status
+                try:
+                    payload = await response.json(content_type=None)
+                except ValueError:
+                    if status < 400:
+                        raise
+                    payload = (await response.text())[:500]
+                if status >= 400:
                     try:
                         error = ErrorBody.model_validate(payload)
                     except ValidationError:
-                        raise ControlError(f"HTTP{response.status}", str(payload)[:500]) from None
-                    raise ControlError(error.error, error.message)
+                        raise ControlError(f"HTTP{status}", str(payload)[:500], status) from None
+                    raise ControlError(error.error, error.message, status)
                 return payload
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
             raise ControlError("Unreachable", f"{url}: {error or type(error).__name__}") from None
 
-    async def status(self, address: str) -> ReplicaReport:
+    async def status(self, address: str, token: str | None = None) -> ReplicaReport:
         """``GET /status``."""
-        payload = await self._call("GET", f"{address}/status")
+        payload = await self._call("GET", f"{address}/status", token=token)
         try:
             return ReplicaReport.model_validate(payload)
         except ValidationError as error:
             raise ControlError("BadResponse", str(error)[:500]) from None
 
-    async def put_dataflows(self, address: str, desired: DesiredDataflows) -> InstallResult:
+    async def put_dataflows(
+        self, address: str, desired: DesiredDataflows, token: str | None = None
+    ) -> InstallResult:
         """``PUT /dataflows`` with the full desired set."""
         payload = await self._call(
-            "PUT", f"{address}/dataflows", desired.to_wire(), timeout=self._install_timeout
+            "PUT",
+            f"{address}/dataflows",
+            desired.to_wire(),
+            timeout=self._install_timeout,
+            token=token,
         )
         try:
             return InstallResult.model_validate(payload)

@@ -1,10 +1,15 @@
-"""Pure builders of the Kubernetes objects behind a Replica: its driver Pod and Service.
+"""Pure builders of the Kubernetes objects behind a Replica: its driver Pod and Service,
+its state claim, its control-token Secret and its executor pod template.
 
-The driver runs ``dataflow-operator replica`` in the Replica's image. Spark, in client
-mode inside that pod, creates the executors itself (``spark.kubernetes.*``): in the same
-namespace, owned by the driver pod, with the replica's image and service account. The
-operator injects the attempt's start time and expiration offset, as environment
-variables and as Spark conf (names in :mod:`dataflow_operator.api.injection`).
+The driver runs ``dataflow-operator replica`` in the Replica's image. With
+``executor.instances: 0`` Spark runs in local mode inside it (``local[<driver cores>]``);
+otherwise Spark, in client mode inside that pod, creates the executors itself
+(``spark.kubernetes.*``): in the same namespace, with the replica's image and service
+account, from the executor pod template built here. Spark adds the driver pod as the
+executors' controller owner (``spark.kubernetes.driver.pod.name``), so the template
+carries no owner reference of its own: executors go with their driver, the driver with
+the Replica. The operator injects the attempt's start time and expiration offset, as
+environment variables and as Spark conf (names in :mod:`dataflow_operator.api.injection`).
 
 Injected environment of the driver container:
 
@@ -15,20 +20,30 @@ Injected environment of the driver container:
 ``DATAFLOW_REPLICA``/``_NAMESPACE``  the Replica
 ``DATAFLOW_CLUSTER``/``_ATTEMPT``   its cluster and the attempt number
 ``DATAFLOW_CONTROL_ADDRESS``        ``0.0.0.0:PORT`` the control API listens on
-``DATAFLOW_SPARK_MASTER``           ``k8s://https://kubernetes.default.svc``
+``DATAFLOW_CONTROL_TOKEN_FILE``     ``/var/run/dataflow/control/token`` (the Secret)
+``DATAFLOW_SPARK_MASTER``           ``k8s://https://kubernetes.default.svc``, or
+                                    ``local[N]`` with ``executor.instances: 0``
 ``DATAFLOW_SPARK_CONF``             every Spark setting below, as a JSON object
-``DATAFLOW_STATE_DIR``              ``/opt/dataflow/state``, the mounted ``state`` volume
+``DATAFLOW_STATE_URI``              the state location (see below)
+``DATAFLOW_EXECUTOR_POD_TEMPLATE``  the executor pod template, JSON (with executors)
 ==================================  ==================================================
 
-The ``state`` volume holds the runtime's checkpoints and changelogs. With
-``spec.storage`` it is the Replica's PersistentVolumeClaim (``<replica>-state``, built
-by :func:`build_state_claim`, created before any driver pod and shared by every attempt),
-so a restarted driver resumes from its checkpoint; without it, an emptyDir that dies
-with the pod.
+The state location holds the runtime's checkpoints and changelogs, reached by the driver
+and every executor. With ``spec.stateUri`` it is that URI (credentials from
+``spec.stateCredentials`` as ``envFrom`` on every pod). Otherwise it is
+``file:///opt/dataflow/state``, the mounted ``state`` volume: with ``spec.storage`` the
+Replica's PersistentVolumeClaim (``<replica>-state``, built by :func:`build_state_claim`,
+created before any driver pod, shared by every attempt and mounted on every executor), so
+a restarted driver resumes from its checkpoint; without it, an emptyDir that dies with
+the pod (driver only: :mod:`dataflow_operator.api.replica_rules` refuses executors then).
+
+The control API requires the token of the Replica's Secret ``<replica>-control-token``
+(built by :func:`build_control_token_secret`), mounted read-only into the driver.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -38,18 +53,21 @@ from typing import Any
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.meta import API_VERSION
+from dataflow_operator.api.naming import CONTROL_PORT_NAME
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.naming import (
     ANNOTATION_CONTROL_ADDRESS,
     ANNOTATION_SPEC_HASH,
     DRIVER_CONTAINER,
+    EXECUTOR_CONTAINER,
     LABEL_ATTEMPT,
     LABEL_REPLICA,
     LABEL_ROLE,
     ROLE_DRIVER,
     ROLE_EXECUTOR,
     ROLE_STATE,
+    control_token_secret_name,
     driver_service_name,
     standard_labels,
     state_claim_name,
@@ -58,14 +76,20 @@ from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.time import Timestamp, format_timestamp
 
 __all__ = [
+    "CONTROL_TOKEN_DIR",
+    "CONTROL_TOKEN_FILE",
+    "CONTROL_TOKEN_KEY",
     "DRIVER_BLOCK_MANAGER_PORT",
     "DRIVER_PORT",
+    "LOCAL_STATE_URI",
     "SPARK_MASTER",
     "STATE_DIR",
     "STATE_VOLUME",
     "Attempt",
+    "build_control_token_secret",
     "build_driver_pod",
     "build_driver_service",
+    "build_executor_pod_template",
     "build_state_claim",
     "control_address",
     "driver_spec_hash",
@@ -73,6 +97,8 @@ __all__ = [
     "memory_to_spark",
     "quantity_bytes",
     "spark_conf",
+    "spark_master",
+    "state_uri",
 ]
 
 SPARK_MASTER = "k8s://https://kubernetes.default.svc"
@@ -80,13 +106,23 @@ DRIVER_PORT = 7078
 DRIVER_BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
 STATE_DIR = "/opt/dataflow/state"
-"""Where the driver's ``state`` volume is mounted (the image's ``DATAFLOW_STATE_DIR``)."""
+"""Where the ``state`` volume is mounted, on the driver and on every executor."""
+LOCAL_STATE_URI = f"file://{STATE_DIR}"
+"""The state location when it is the ``state`` volume (a claim or an emptyDir)."""
 STATE_VOLUME = "state"
+CONTROL_TOKEN_VOLUME = "control-token"
+CONTROL_TOKEN_DIR = "/var/run/dataflow/control"
+CONTROL_TOKEN_KEY = "token"
+CONTROL_TOKEN_FILE = f"{CONTROL_TOKEN_DIR}/{CONTROL_TOKEN_KEY}"
 IMAGE_GID = 185
 """The group of the image's user: owner of a claim's files (``fsGroup``)."""
 NON_JVM_OVERHEAD_FACTOR = 0.4  # Spark's own factor for Python drivers
 MIN_OVERHEAD_BYTES = 384 * 2**20
-_PROTECTED_PREFIXES = ("spark.dataflow.", "spark.kubernetes.driver.pod.name")
+_PROTECTED_PREFIXES = (
+    "spark.dataflow.",
+    "spark.kubernetes.driver.pod.name",
+    "spark.kubernetes.executor.podTemplateContainerName",
+)
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
 _FACTORS: dict[str, float] = {
@@ -163,12 +199,32 @@ def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
     }
     if spec.storage is not None:  # absent from the hash without it: no restart on upgrade
         relevant["stateClaim"] = state_claim_name(replica.metadata.name)
+    for key, value in (
+        ("stateUri", spec.state_uri),
+        ("stateCredentials", spec.state_credentials),
+        ("volumes", spec.volumes),
+        ("volumeMounts", spec.volume_mounts),
+    ):
+        if value:
+            relevant[key] = value
     encoded = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(encoded.encode()).hexdigest()[:16]
 
 
 def _namespace(replica: Replica) -> str:
     return replica.metadata.namespace or "default"
+
+
+def state_uri(replica: Replica) -> str:
+    """The replica's one state location: ``spec.stateUri``, else the ``state`` volume."""
+    return replica.spec.state_uri or LOCAL_STATE_URI
+
+
+def spark_master(replica: Replica) -> str:
+    """``local[<driver cores>]`` without executors, else Kubernetes."""
+    if replica.spec.executor.instances == 0:
+        return f"local[{max(1, math.ceil(replica.spec.driver.cores))}]"
+    return SPARK_MASTER
 
 
 def control_address(replica: Replica, port: int) -> str:
@@ -187,20 +243,44 @@ def control_address(replica: Replica, port: int) -> str:
 def spark_conf(
     replica: Replica, config: OperatorConfig, attempt: Attempt, offset: Duration
 ) -> dict[str, str]:
-    """The Spark settings of the driver: executors on Kubernetes, resources, injection.
+    """The Spark settings of the driver: resources, injection, and executors on Kubernetes.
 
-    The Replica's own ``sparkConf`` overrides the operator's choices except the
-    injected ``spark.dataflow.*`` twins and the driver pod name, which Spark needs to
-    own its executors.
+    Without executors (``executor.instances: 0``) Spark runs in local mode and gets no
+    ``spark.kubernetes.*``, ``spark.executor.*`` or driver-address settings. The
+    Replica's own ``sparkConf`` overrides the operator's choices except the injected
+    ``spark.dataflow.*`` twins, the driver pod name (Spark needs it to own its executors)
+    and the pod template's container name.
     """
+    spec = replica.spec
+    namespace = _namespace(replica)
+    conf: dict[str, str] = {
+        "spark.master": spark_master(replica),
+        "spark.submit.deployMode": "client",
+        "spark.app.name": f"{namespace}.{replica.metadata.name}",
+        "spark.driver.cores": str(spec.driver.cores),
+        "spark.driver.memory": memory_to_spark(spec.driver.memory),
+    }
+    if spec.driver.memory_overhead:
+        conf["spark.driver.memoryOverhead"] = memory_to_spark(spec.driver.memory_overhead)
+    if spec.executor.instances > 0:
+        conf.update(_executor_conf(replica, config))
+    user = {k: v for k, v in spec.spark_conf.items() if not k.startswith(_PROTECTED_PREFIXES)}
+    conf.update(user)
+    if spec.executor.instances > 0:
+        conf["spark.kubernetes.driver.pod.name"] = attempt.pod_name
+        conf["spark.kubernetes.executor.podTemplateContainerName"] = EXECUTOR_CONTAINER
+    conf[injection.CONF_START_TIME_MS] = str(attempt.start_time_ms)
+    conf[injection.CONF_EXPIRATION_OFFSET] = str(offset)
+    return dict(sorted(conf.items()))
+
+
+def _executor_conf(replica: Replica, config: OperatorConfig) -> dict[str, str]:
+    """Spark on Kubernetes: where and how Spark creates the executors."""
     spec = replica.spec
     namespace = _namespace(replica)
     service = driver_service_name(replica.metadata.name)
     labels = standard_labels(replica.metadata.name, spec.cluster)
     conf: dict[str, str] = {
-        "spark.master": SPARK_MASTER,
-        "spark.submit.deployMode": "client",
-        "spark.app.name": f"{namespace}.{replica.metadata.name}",
         "spark.kubernetes.namespace": namespace,
         "spark.kubernetes.container.image": _image(replica, config),
         "spark.kubernetes.executor.deleteOnTermination": "true",
@@ -208,8 +288,6 @@ def spark_conf(
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(DRIVER_BLOCK_MANAGER_PORT),
-        "spark.driver.cores": str(spec.driver.cores),
-        "spark.driver.memory": memory_to_spark(spec.driver.memory),
         "spark.executor.instances": str(spec.executor.instances),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": memory_to_spark(spec.executor.memory),
@@ -220,21 +298,12 @@ def spark_conf(
     if account:
         conf["spark.kubernetes.authenticate.driver.serviceAccountName"] = account
         conf["spark.kubernetes.authenticate.executor.serviceAccountName"] = account
-    if spec.driver.memory_overhead:
-        conf["spark.driver.memoryOverhead"] = memory_to_spark(spec.driver.memory_overhead)
     if spec.executor.memory_overhead:
         conf["spark.executor.memoryOverhead"] = memory_to_spark(spec.executor.memory_overhead)
     for key, value in {**labels, LABEL_ROLE: ROLE_EXECUTOR}.items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
-    for item in spec.env:
-        if item.value is not None:
-            conf[f"spark.executorEnv.{item.name}"] = item.value
-    user = {k: v for k, v in spec.spark_conf.items() if not k.startswith(_PROTECTED_PREFIXES)}
-    conf.update(user)
-    conf["spark.kubernetes.driver.pod.name"] = attempt.pod_name
-    conf[injection.CONF_START_TIME_MS] = str(attempt.start_time_ms)
-    conf[injection.CONF_EXPIRATION_OFFSET] = str(offset)
-    return dict(sorted(conf.items()))
+    # the Replica's env (valueFrom included) reaches executors through the pod template
+    return conf
 
 
 def _driver_memory_limit(replica: Replica) -> str:
@@ -260,7 +329,7 @@ def _owner_reference(replica: Replica) -> dict[str, Any]:
 def _env(
     replica: Replica, config: OperatorConfig, attempt: Attempt, offset: Duration
 ) -> list[dict[str, Any]]:
-    injected = {
+    injected: dict[str, str] = {
         injection.ENV_START_TIME_MS: str(attempt.start_time_ms),
         injection.ENV_START_TIME: format_timestamp(attempt.start_time_ms),
         injection.ENV_EXPIRATION_OFFSET: str(offset),
@@ -269,12 +338,76 @@ def _env(
         injection.ENV_CLUSTER: replica.spec.cluster,
         injection.ENV_ATTEMPT: str(attempt.number),
         injection.ENV_CONTROL_ADDRESS: f"0.0.0.0:{config.control_port}",
-        injection.ENV_SPARK_MASTER: SPARK_MASTER,
+        injection.ENV_CONTROL_TOKEN_FILE: CONTROL_TOKEN_FILE,
+        injection.ENV_SPARK_MASTER: spark_master(replica),
         injection.ENV_SPARK_CONF: json.dumps(spark_conf(replica, config, attempt, offset)),
-        injection.ENV_STATE_DIR: STATE_DIR,
+        injection.ENV_STATE_URI: state_uri(replica),
     }
+    if replica.spec.executor.instances > 0:
+        template = build_executor_pod_template(replica)
+        injected[injection.ENV_EXECUTOR_POD_TEMPLATE] = json.dumps(template, separators=(",", ":"))
+    return _with_user_env(replica, injected)
+
+
+def _with_user_env(replica: Replica, injected: dict[str, str]) -> list[dict[str, Any]]:
+    """The injected variables, then the Replica's ``env`` (which cannot override them)."""
     user = [item.to_wire() for item in replica.spec.env if item.name not in injected]
     return [*({"name": k, "value": v} for k, v in injected.items()), *user]
+
+
+def _env_from(replica: Replica) -> list[dict[str, Any]]:
+    secret = replica.spec.state_credentials
+    return [{"secretRef": {"name": secret}}] if secret else []
+
+
+def _state_mounts(replica: Replica) -> list[dict[str, Any]]:
+    """The ``state`` volume's mount (none with ``stateUri``) and the extra mounts."""
+    state = [] if replica.spec.state_uri else [{"name": STATE_VOLUME, "mountPath": STATE_DIR}]
+    return [*state, *replica.spec.volume_mounts]
+
+
+def _state_volumes(replica: Replica) -> list[dict[str, Any]]:
+    state = [] if replica.spec.state_uri else [_state_volume(replica)]
+    return [*state, *replica.spec.volumes]
+
+
+def _pod_security_context(replica: Replica) -> dict[str, Any] | None:
+    if replica.spec.storage is None:
+        return None
+    # the claim's files belong to the image's group, whatever user the image runs as
+    return {"fsGroup": IMAGE_GID, "fsGroupChangePolicy": "OnRootMismatch"}
+
+
+def build_executor_pod_template(replica: Replica) -> dict[str, Any]:
+    """The executor Pod template Spark starts every executor from.
+
+    What the driver gets and an executor needs: the ``state`` claim's mount (a
+    ``stateUri`` needs none), the extra volumes and mounts, the credentials Secret as
+    ``envFrom``, the Replica's env (``valueFrom`` included) and the state location, the
+    security context and the replica's labels. Spark fills in the rest (name, image,
+    resources, its own env and volumes) and makes the driver pod the controller owner.
+    """
+    spec = replica.spec
+    labels = {**standard_labels(replica.metadata.name, spec.cluster), LABEL_ROLE: ROLE_EXECUTOR}
+    container: dict[str, Any] = {
+        "name": EXECUTOR_CONTAINER,
+        "env": _with_user_env(replica, {injection.ENV_STATE_URI: state_uri(replica)}),
+    }
+    if env_from := _env_from(replica):
+        container["envFrom"] = env_from
+    if mounts := _state_mounts(replica):
+        container["volumeMounts"] = mounts
+    pod_spec: dict[str, Any] = {"containers": [container]}
+    if volumes := _state_volumes(replica):
+        pod_spec["volumes"] = volumes
+    if security := _pod_security_context(replica):
+        pod_spec["securityContext"] = security
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": labels},
+        "spec": pod_spec,
+    }
 
 
 def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt) -> dict[str, Any]:
@@ -292,7 +425,7 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
         "command": ["dataflow-operator", "replica"],
         "env": _env(replica, config, attempt, offset),
         "ports": [
-            {"name": "control", "containerPort": config.control_port, "protocol": "TCP"},
+            {"name": CONTROL_PORT_NAME, "containerPort": config.control_port, "protocol": "TCP"},
             {"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
             {"name": "block-manager", "containerPort": DRIVER_BLOCK_MANAGER_PORT},
             {"name": "spark-ui", "containerPort": UI_PORT, "protocol": "TCP"},
@@ -302,31 +435,42 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
             "limits": {"memory": _driver_memory_limit(replica)},
         },
         "readinessProbe": {
-            "httpGet": {"path": "/readyz", "port": "control"},
+            "httpGet": {"path": "/readyz", "port": CONTROL_PORT_NAME},
             "periodSeconds": 5,
         },
         "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "control"},
+            "httpGet": {"path": "/healthz", "port": CONTROL_PORT_NAME},
             "initialDelaySeconds": 30,
             "periodSeconds": 10,
             "failureThreshold": 6,
         },
-        "volumeMounts": [{"name": STATE_VOLUME, "mountPath": STATE_DIR}],
+        "volumeMounts": [
+            *_state_mounts(replica),
+            {"name": CONTROL_TOKEN_VOLUME, "mountPath": CONTROL_TOKEN_DIR, "readOnly": True},
+        ],
     }
+    if env_from := _env_from(replica):
+        container["envFrom"] = env_from
     if spec.image_pull_policy:
         container["imagePullPolicy"] = spec.image_pull_policy
+    token_secret = control_token_secret_name(replica.metadata.name)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [container],
         "subdomain": driver_service_name(replica.metadata.name),
-        "volumes": [_state_volume(replica)],
+        "volumes": [
+            *_state_volumes(replica),
+            {
+                "name": CONTROL_TOKEN_VOLUME,
+                "secret": {
+                    "secretName": token_secret,
+                    "items": [{"key": CONTROL_TOKEN_KEY, "path": CONTROL_TOKEN_KEY}],
+                },
+            },
+        ],
     }
-    if spec.storage is not None:
-        # the claim's files belong to the image's group, whatever user the image runs as
-        pod_spec["securityContext"] = {
-            "fsGroup": IMAGE_GID,
-            "fsGroupChangePolicy": "OnRootMismatch",
-        }
+    if security := _pod_security_context(replica):
+        pod_spec["securityContext"] = security
     account = _service_account(replica, config)
     if account:
         pod_spec["serviceAccountName"] = account
@@ -385,6 +529,26 @@ def build_state_claim(replica: Replica) -> dict[str, Any] | None:
     }
 
 
+def build_control_token_secret(replica: Replica, token: str) -> dict[str, Any]:
+    """The Secret with the replica's control-API token (key ``token``), owned by the Replica.
+
+    One per Replica and kept across attempts: created once, before the first driver pod,
+    and read back by the operator to authenticate its requests.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": control_token_secret_name(replica.metadata.name),
+            "namespace": _namespace(replica),
+            "labels": standard_labels(replica.metadata.name, replica.spec.cluster),
+            "ownerReferences": [_owner_reference(replica)],
+        },
+        "data": {CONTROL_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
 def build_driver_service(replica: Replica, config: OperatorConfig) -> dict[str, Any]:
     """The headless Service that gives the current driver a stable DNS name.
 
@@ -411,7 +575,11 @@ def build_driver_service(replica: Replica, config: OperatorConfig) -> dict[str, 
             "publishNotReadyAddresses": True,
             "selector": selector,
             "ports": [
-                {"name": "control", "port": config.control_port, "targetPort": "control"},
+                {
+                    "name": CONTROL_PORT_NAME,
+                    "port": config.control_port,
+                    "targetPort": CONTROL_PORT_NAME,
+                },
                 {"name": "spark-driver", "port": DRIVER_PORT, "targetPort": "spark-driver"},
                 {
                     "name": "block-manager",

@@ -7,15 +7,15 @@ pod it meant to create instead of creating a second one.
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 from dataflow_operator.api.meta import GROUP
+from dataflow_operator.api.naming import control_token_secret_name, driver_service_name
+from dataflow_operator.api.naming import short_digest as _digest
 
 __all__ = [
     "ANNOTATION_CONTROL_ADDRESS",
     "ANNOTATION_SPEC_HASH",
     "DRIVER_CONTAINER",
+    "EXECUTOR_CONTAINER",
     "FINALIZER",
     "LABEL_ATTEMPT",
     "LABEL_CLUSTER",
@@ -24,6 +24,7 @@ __all__ = [
     "ROLE_DRIVER",
     "ROLE_EXECUTOR",
     "ROLE_STATE",
+    "control_token_secret_name",
     "driver_pod_name",
     "driver_service_name",
     "label_value",
@@ -44,14 +45,11 @@ ANNOTATION_CONTROL_ADDRESS = f"{GROUP}/control-address"
 the driver Service's DNS name — for tests and for debugging through a port-forward."""
 FINALIZER = f"{GROUP}/finalizer"
 DRIVER_CONTAINER = "driver"
+EXECUTOR_CONTAINER = "executor"
+"""The container of the executor pod template
+(``spark.kubernetes.executor.podTemplateContainerName``)."""
 
 _MAX_LABEL = 63
-_MAX_DNS_LABEL = 63
-_NOT_DNS = re.compile(r"[^a-z0-9-]")
-
-
-def _digest(text: str, length: int = 8) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def label_value(value: str) -> str:
@@ -63,7 +61,10 @@ def label_value(value: str) -> str:
 
 def driver_pod_name(replica: str, attempt: int) -> str:
     """The driver pod of one attempt: ``{replica}-driver-{attempt}``."""
-    suffix = f"-driver-{attempt}"
+    return _suffixed(replica, f"-driver-{attempt}")
+
+
+def _suffixed(replica: str, suffix: str) -> str:
     if len(replica) + len(suffix) <= 253:
         return replica + suffix
     return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"
@@ -72,19 +73,7 @@ def driver_pod_name(replica: str, attempt: int) -> str:
 def state_claim_name(replica: str) -> str:
     """The PersistentVolumeClaim of a replica's state: ``{replica}-state`` (one per Replica,
     shared by all its driver attempts)."""
-    suffix = "-state"
-    if len(replica) + len(suffix) <= 253:
-        return replica + suffix
-    return f"{replica[: 253 - len(suffix) - 9]}-{_digest(replica)}{suffix}"
-
-
-def driver_service_name(replica: str) -> str:
-    """The headless Service of a replica's driver (a DNS-1035 label, at most 63 chars)."""
-    base = _NOT_DNS.sub("-", replica.lower())
-    name = f"{base}-driver"
-    if len(name) <= _MAX_DNS_LABEL and name[0].isalpha():
-        return name
-    return f"df-{base[: _MAX_DNS_LABEL - 19].strip('-')}-{_digest(replica)}-driver"
+    return _suffixed(replica, "-state")
 
 
 def standard_labels(replica: str, cluster: str) -> dict[str, str]:

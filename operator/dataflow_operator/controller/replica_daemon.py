@@ -1,16 +1,23 @@
 """The loop behind each Replica's kopf daemon: observe → :func:`decide` → act → sync.
 
-One iteration reads the Replica (parsed with the api model), its driver pods (from
-kopf's pod index) and the last control-API poll, lets the pure decision compute the new
-status and actions, writes the status *first* (a merge patch of what changed), then
-acts. While the driver runs, it keeps the replica's desired set of dataflows in sync
-(``PUT /dataflows``) and pulls ``GET /status`` every poll interval.
+One iteration reads the Replica (parsed with the api model and checked against
+:func:`~dataflow_operator.api.replica_rules.replica_problems`: a spec that breaks a rule
+gets ``Degraded``/``InvalidSpec`` and a Warning Event, and no driver pod), its driver pods
+(from kopf's pod index) and the last control-API poll, lets the pure decision compute the
+new status and actions, writes the status *first* (a merge patch of what changed), then
+acts. Before a driver pod it ensures the Replica's state claim and its control-token
+Secret; every control-API request carries that token. While the driver runs, it keeps
+the replica's desired set of dataflows in sync (``PUT /dataflows``) and pulls
+``GET /status`` every poll interval.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,18 +27,25 @@ from pydantic import ValidationError
 
 from dataflow_operator.api.protocol import ReplicaReport
 from dataflow_operator.api.replica import Replica, ReplicaStatus, RestartReason
+from dataflow_operator.api.replica_rules import replica_problems
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.dataflow_logic import status_patch
 from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.manifests import (
+    CONTROL_TOKEN_KEY,
     Attempt,
+    build_control_token_secret,
     build_driver_pod,
     build_driver_service,
     build_state_claim,
     control_address,
 )
-from dataflow_operator.controller.naming import label_value, state_claim_name
+from dataflow_operator.controller.naming import (
+    control_token_secret_name,
+    label_value,
+    state_claim_name,
+)
 from dataflow_operator.controller.observation import (
     ClaimObservation,
     PodObservation,
@@ -129,12 +143,12 @@ async def _invalid(
     namespace: str,
     name: str,
     body: kopf.Body,
-    error: ValidationError,
+    message: str,
 ) -> int:
-    """A spec the models reject: say so in status (Degraded/InvalidSpec) and an Event."""
+    """A spec the models or the rules reject: say so in status (Degraded/InvalidSpec) and
+    a Warning Event; nothing is created."""
     if rt.status is None:
         rt.status = dict(body.get("status") or {})
-    message = describe_validation(error)
     try:
         old = from_api(ReplicaStatus.model_validate(rt.status).conditions)
     except ValidationError:
@@ -170,8 +184,12 @@ async def _iteration(
     try:
         replica = Replica.model_validate(raw)
     except ValidationError as error:
+        message = describe_validation(error)
+    else:
+        message = "; ".join(str(problem) for problem in replica_problems(replica.spec))
+    if message:
         return await _invalid(
-            state=state, rt=rt, namespace=namespace, name=name, body=body, error=error
+            state=state, rt=rt, namespace=namespace, name=name, body=body, message=message
         )
     if rt.status is None:
         rt.status = dict(body.get("status") or {})
@@ -289,6 +307,40 @@ async def _ensure_claim(kube: KubeApi, rt: ReplicaRuntime, replica: Replica) -> 
     rt.claim = observe_claim(created or claim)
 
 
+async def _ensure_token(kube: KubeApi, rt: ReplicaRuntime, replica: Replica) -> None:
+    """Create the control-token Secret unless it exists; before every driver pod.
+
+    A 409 means it exists (an earlier attempt, or a crash after the create): its token
+    stays, and is read back when the operator next talks to the replica.
+    """
+    token = secrets.token_urlsafe(32)
+    namespace = replica.metadata.namespace or "default"
+    secret = build_control_token_secret(replica, token)
+    try:
+        await kube.create(KubeApi.core(namespace, "secrets"), secret)
+    except ApiError as error:
+        if error.status != 409:
+            raise
+        rt.token = None
+        return
+    rt.token = token
+
+
+async def _control_token(kube: KubeApi, rt: ReplicaRuntime, replica: Replica) -> str | None:
+    """The replica's control token, cached per Replica; read from its Secret when unknown."""
+    if rt.token is None:
+        namespace = replica.metadata.namespace or "default"
+        name = control_token_secret_name(replica.metadata.name)
+        found = await kube.get(KubeApi.core(namespace, "secrets", name))
+        encoded = ((found or {}).get("data") or {}).get(CONTROL_TOKEN_KEY)
+        if encoded:
+            try:
+                rt.token = base64.b64decode(encoded, validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                rt.token = None
+    return rt.token
+
+
 def _offset_ms(offset: str | None) -> int:
     return parse_duration(offset).millis if offset else 0
 
@@ -325,6 +377,7 @@ async def _act(
                     raise
             rt.service_ensured = True
         await _ensure_claim(state.kube, rt, replica)
+        await _ensure_token(state.kube, rt, replica)
         status = decision.status
         attempt = Attempt(status.attempt, action.pod, status.start_time_ms or now_ms())
         pod = build_driver_pod(replica, state.config, attempt)
@@ -356,15 +409,18 @@ async def _sync(
         namespace=namespace, name=replica.metadata.name
     )
     was_ready = rt.ready
+    token = await _control_token(state.kube, rt, replica)
     try:
         if rt.applied != wanted:
-            result = await state.control.put_dataflows(address, view.desired)
+            result = await state.control.put_dataflows(address, view.desired, token)
             rt.applied = wanted
             if result.failed:
                 for dataflow, why in sorted(result.failed.items()):
                     log.warning("dataflow failed to install", dataflow=dataflow, error=why)
-        report = await state.control.status(address)
+        report = await state.control.status(address, token)
     except ControlError as error:
+        if error.status == 401:
+            rt.token = None  # read the Secret again: it may have been replaced
         state.metrics.control_errors.labels(error.reason).inc()
         rt.ready, rt.control_error = False, error.message
         rt.report_pod = status.driver_pod

@@ -15,8 +15,10 @@ Storage: with ``spec.storage`` every attempt mounts the Replica's one state clai
 the handler creates (idempotently) before any driver pod. An existing claim is never
 changed: a ``spec.storage`` that no longer matches it (another size, class or access
 modes) keeps the claim as it is and says so in ``PersistentState=False``
-(``StorageChangeRejected``) and a Warning Event. Without ``spec.storage`` the state is an
-emptyDir, lost on every restart: ``PersistentState=False`` (``EphemeralState``).
+(``StorageChangeRejected``) and a Warning Event. With ``spec.stateUri`` the state lives on
+that object store / HDFS location: ``PersistentState=True`` (``StateUri``). With neither
+the state is an emptyDir, lost on every restart: ``PersistentState=False``
+(``EphemeralState``). Each message says where the state lives.
 
 Phases (``status.phase``): ``Creating`` → ``Pending`` → ``Running``; on a failure
 ``BackingOff`` (pod deleted, waiting for the backoff) → ``Creating``; ``Failed`` when the
@@ -42,6 +44,7 @@ from dataflow_operator.api.replica import (
 )
 from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.manifests import (
+    LOCAL_STATE_URI,
     driver_spec_hash,
     effective_offset,
     quantity_bytes,
@@ -524,20 +527,37 @@ def storage_conflicts(replica: Replica, claim: ClaimObservation) -> list[str]:
 def _storage(b: _Builder) -> None:
     """``status.stateClaim`` and the ``PersistentState`` condition; see the module docstring."""
     replica, claim = b.view.replica, b.view.claim
+    if replica.spec.state_uri is not None:
+        b.set(state_claim=None)
+        b.condition(
+            PERSISTENT_STATE,
+            True,
+            "StateUri",
+            f"state at {replica.spec.state_uri}, reached by the driver and every executor; "
+            "it survives restarts and is not deleted with the Replica",
+        )
+        return
     if replica.spec.storage is None:
         b.set(state_claim=None)
         b.condition(
             PERSISTENT_STATE,
             False,
             "EphemeralState",
-            "no spec.storage: checkpoints live in an emptyDir and are lost on every restart",
+            f"no spec.storage nor spec.stateUri: the state ({LOCAL_STATE_URI}) is an emptyDir "
+            "in the driver pod, lost on every restart",
         )
         return
     name = state_claim_name(replica.metadata.name)
     b.set(state_claim=name)
     problems = storage_conflicts(replica, claim) if claim is not None else []
     if not problems:
-        b.condition(PERSISTENT_STATE, True, "StateClaim", f"state in PersistentVolumeClaim {name}")
+        b.condition(
+            PERSISTENT_STATE,
+            True,
+            "StateClaim",
+            f"state ({LOCAL_STATE_URI}) in PersistentVolumeClaim {name}, mounted on the driver "
+            "and every executor; it survives restarts",
+        )
         return
     message = (
         f"spec.storage asks for {'; '.join(problems)}: the existing claim {name} is kept "

@@ -69,6 +69,8 @@ class ReplicaRuntime:
     """The ``spec.storage`` (JSON) that :attr:`claim` was last compared with."""
     conditions: dict[str, str] = field(default_factory=dict)
     expires_at_ms: int | None = None
+    token: str | None = None
+    """The replica's control token as last read from (or written to) its Secret."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -43,6 +42,7 @@ from dataflow_operator.runtime.source_reader import (
     SOURCE_FORMAT,
     ChangelogSource,
 )
+from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.temporal_filter import BUCKET, LOWER, UPPER, TemporalFilter
 
 __all__ = ["BUCKETS", "BuiltDataflow", "SourceInput", "build_dataflow", "ddl_of"]
@@ -251,7 +251,7 @@ def _general(
     spark: SparkSession,
     plan: QueryPlan,
     bounds: tuple[TemporalBound, ...],
-    work_dir: Path | None,
+    work_dir: Location | None,
 ) -> BuiltDataflow:
     """The GENERAL strategy over the registered inputs (see :mod:`.general`)."""
     views = {name: spark.table(name) for name in sorted(plan.maintenance.inputs)}
@@ -260,7 +260,7 @@ def _general(
         for name, frame in views.items()
     }
     output = spark.sql(plan.maintenance.snapshot_sql).schema  # analysed over the streams
-    directory = work_dir if work_dir is not None else Path(tempfile.mkdtemp(prefix="general-"))
+    directory = work_dir or Location.of(tempfile.mkdtemp(prefix="general-"))
     recompute = Recompute(
         spark,
         plan.maintenance.snapshot_sql,
@@ -286,7 +286,7 @@ def build_dataflow(
     until: int | None,
     previous_until: int | None,
     *,
-    work_dir: Path | None = None,
+    work_dir: Location | None = None,
 ) -> BuiltDataflow:
     """The dataflow's output changelog as a streaming DataFrame.
 

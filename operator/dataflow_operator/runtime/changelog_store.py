@@ -1,9 +1,15 @@
-"""A dataflow's output changelog on disk: Parquet parts and the upper beside them.
+"""A dataflow's output changelog: Parquet parts and the upper beside them.
+
+It lives in a :class:`~dataflow_operator.runtime.storage.Location` (the replica's state
+location, or a MaterializedView's ``sink.path``), so executors write it and plain Spark or
+pandas read it: the parts of batches up to ``_upper.json``'s ``batch`` hold every update
+at a time below its ``upper`` (a later batch's parts may be in progress).
 
 Layout of a store directory (owned by the runtime):
 
-- ``part-<batch>.parquet``: the updates one batch emitted (data columns, ``__time``,
-  ``__diff``); written to a temporary name and renamed, so a part is whole or absent;
+- ``part-<batch>.parquet`` (written by the driver) or ``part-<batch>-<task>.parquet``
+  (written by the executors, one per task that had updates): the updates one batch
+  emitted (data columns, ``__time``, ``__diff``); each part is whole or absent;
 - ``_upper.json``: ``{"upper": ms, "batch": n}``, replaced atomically after the part:
   every update at a time ``< upper`` is in the parts of batches ``<= batch``.
 
@@ -14,18 +20,24 @@ as their sink, and an Index's contents are its consolidation.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
-from dataflow_operator.runtime.clock import atomic_write_text
+from dataflow_operator.runtime.storage import Location
 
-__all__ = ["DIFF", "TIME", "ChangelogStore", "StoreUpper", "consolidate"]
+__all__ = [
+    "DIFF",
+    "TIME",
+    "ChangelogStore",
+    "StoreUpper",
+    "consolidate",
+    "part_batch",
+    "part_name",
+]
 
 TIME = "__time"
 DIFF = "__diff"
@@ -53,37 +65,66 @@ class StoreUpper:
     batch: int
 
 
+PART_PREFIX = "part-"
+PART_SUFFIX = ".parquet"
+
+
+def part_name(batch: int, task: int | None = None) -> str:
+    """The file name of one batch's updates (``task``: one of several writers' share)."""
+    suffix = "" if task is None else f"-{task:05d}"
+    return f"{PART_PREFIX}{batch:012d}{suffix}{PART_SUFFIX}"
+
+
+def part_batch(name: str) -> int | None:
+    """The batch a part file belongs to, or ``None`` for another file."""
+    if not (name.startswith(PART_PREFIX) and name.endswith(PART_SUFFIX)):
+        return None
+    digits = name[len(PART_PREFIX) : -len(PART_SUFFIX)].split("-", 1)[0]
+    return int(digits) if digits.isdigit() else None
+
+
 class ChangelogStore:
-    """One changelog directory."""
+    """One changelog directory (a :class:`~dataflow_operator.runtime.storage.Location`)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Location | str | Path) -> None:
+        self.location = Location.of(where)
 
-    def part(self, batch: int) -> Path:
-        """The file of one batch's updates."""
-        return self.path / f"part-{batch:012d}.parquet"
+    @property
+    def path(self) -> Location:
+        """Where the store is."""
+        return self.location
+
+    def part(self, batch: int, task: int | None = None) -> Location:
+        """The file of one batch's updates (or of one task's share of them)."""
+        return self.location.child(part_name(batch, task))
 
     def read_upper(self) -> StoreUpper | None:
         """The recorded upper, or ``None`` when nothing was written yet."""
         try:
-            data = json.loads((self.path / UPPER_FILE).read_text(encoding="utf-8"))
+            data = json.loads(self.location.child(UPPER_FILE).read_text())
             return StoreUpper(int(data["upper"]), int(data["batch"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def write(self, batch: int, table: pa.Table | None, upper: int) -> None:
         """Record one batch: its updates (if any), then the new upper, atomically each."""
-        self.path.mkdir(parents=True, exist_ok=True)
         if table is not None and table.num_rows:
-            target = self.part(batch)
-            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            pq.write_table(table, temporary)
-            os.replace(temporary, target)
+            self.part(batch).write_parquet(table)
+        self.write_upper(batch, upper)
+
+    def clear(self, batch: int) -> None:
+        """Remove what an interrupted attempt at ``batch`` may have left (before redoing it)."""
+        for name in self.location.list():
+            if part_batch(name) == batch:
+                self.location.child(name).delete()
+
+    def write_upper(self, batch: int, upper: int) -> None:
+        """Record that every update at a time below ``upper`` is in parts ``<= batch``."""
         previous = self.read_upper()
         upper = max(upper, previous.upper) if previous else upper
-        atomic_write_text(self.path / UPPER_FILE, json.dumps({"upper": upper, "batch": batch}))
+        self.location.child(UPPER_FILE).write_text(json.dumps({"upper": upper, "batch": batch}))
 
-    def parts(self, after: int = -1, upto: int | None = None) -> list[tuple[int, Path]]:
+    def parts(self, after: int = -1, upto: int | None = None) -> list[tuple[int, Location]]:
         """``(batch, file)`` of the parts with ``after < batch <= upto``, in batch order."""
         if upto is None:
             recorded = self.read_upper()
@@ -91,19 +132,15 @@ class ChangelogStore:
                 return []
             upto = recorded.batch
         found = []
-        if not self.path.is_dir():
-            return []
-        for entry in self.path.iterdir():
-            name = entry.name
-            if name.startswith("part-") and name.endswith(".parquet"):
-                batch = int(name[5:-8])
-                if after < batch <= upto:
-                    found.append((batch, entry))
-        return sorted(found)
+        for name in self.location.list():
+            batch = part_batch(name)
+            if batch is not None and after < batch <= upto:
+                found.append((batch, self.location.child(name)))
+        return sorted(found, key=lambda item: (item[0], item[1].uri))
 
     def read(self, after: int = -1, upto: int | None = None) -> pa.Table | None:
         """All updates of the parts with ``after < batch <= upto``, or ``None`` if none."""
-        tables = [pq.read_table(path) for _, path in self.parts(after, upto)]
+        tables = [part.read_parquet() for _, part in self.parts(after, upto)]
         if not tables:
             return None
         return pa.concat_tables(tables, promote_options="default")

@@ -1,9 +1,9 @@
 """The replica's logical clock, shared with the source readers through a file.
 
-The driver's loop decides the time of each batch and writes it here before asking the
-streaming queries to catch up; the source readers (which may run in other Python
-processes) read it in ``latestOffset`` and record it in their offsets, so the logical
-time of every batch is in Spark's own offset log.
+The driver's loop decides the time of each batch and writes it here (in the state
+location) before asking the streaming queries to catch up; the source readers (which run
+in other Python processes) read it in ``latestOffset`` and record it in their offsets,
+so the logical time of every batch is in Spark's own offset log.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dataflow_operator.core.time import Timestamp
+from dataflow_operator.runtime.storage import Location
 
 __all__ = ["ClockFile", "TickPlan", "atomic_write_text"]
 
@@ -32,16 +33,16 @@ def atomic_write_text(path: Path, text: str) -> None:
 class ClockFile:
     """``{"time": ms}``: the logical time of the batch the replica is running."""
 
-    path: Path
+    location: Location
 
     def write(self, time: Timestamp) -> None:
         """Advance the clock to ``time``."""
-        atomic_write_text(self.path, json.dumps({"time": time}))
+        self.location.write_text(json.dumps({"time": time}))
 
     def read(self) -> Timestamp | None:
         """The current time, or ``None`` before the first batch."""
         try:
-            return int(json.loads(self.path.read_text(encoding="utf-8"))["time"])
+            return int(json.loads(self.location.read_text())["time"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

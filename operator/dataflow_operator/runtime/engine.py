@@ -10,7 +10,6 @@ it ends or the replica expires (the frontier guard: no batch at or past the expi
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time as wall
 from collections.abc import Callable, Iterable
@@ -49,7 +48,13 @@ from dataflow_operator.runtime.running import (
     DataflowSettings,
     RunningDataflow,
 )
-from dataflow_operator.runtime.service import NotAnIndex, UnknownDataflow
+from dataflow_operator.runtime.service import (
+    BatchListener,
+    Changelog,
+    NotAnIndex,
+    UnknownDataflow,
+)
+from dataflow_operator.runtime.storage import Location
 
 __all__ = ["Engine", "EngineConfig", "dataflows_from", "expired_message", "write_status"]
 
@@ -73,7 +78,8 @@ def expired_message(now: Timestamp, expiration: Timestamp) -> str:
 class EngineConfig:
     """How the replica runs: where its state lives, when it started, when it expires."""
 
-    state_dir: Path
+    state_dir: Location | Path | str
+    """The replica's state location: a path, ``file://`` or object-store URI."""
     start_time: Timestamp
     expiration_offset: Duration | None = None
     state_partitions: int = 2
@@ -85,6 +91,11 @@ class EngineConfig:
     def expiration(self) -> Timestamp | None:
         """The replica's expiration (``None``: never)."""
         return replica_expiration(self.start_time, self.expiration_offset)
+
+    @property
+    def state(self) -> Location:
+        """The state location, every pod of the replica reaches it."""
+        return Location.of(self.state_dir)
 
 
 @dataclass
@@ -117,11 +128,13 @@ class Engine:
         self._drops_lock = threading.Lock()
         self._dropping: dict[str, tuple[RunningDataflow, threading.Event]] = {}
         self.shutdowns = ShutdownHistogram()
+        self._listeners: list[BatchListener] = []
         spark.conf.set("spark.sql.streaming.pollingDelay", "50ms")
         # A recursion's iterations run as jobs (not local relations in the driver), so
         # cancelling its job group and future jobs ends even a divergent one.
         spark.conf.set(RECURSION_LOCAL_RELATION, "0")
-        config.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state = config.state
+        self.state.make_dirs()
 
     # --- ReplicaService -------------------------------------------------------------
 
@@ -133,7 +146,7 @@ class Engine:
         """Converge to ``desired``: install new, reinstall changed, drop removed.
 
         A drop returns at once: the dataflow's token is dropped (its jobs cancelled, its
-        fuses blown) and it is stopped in a thread of its own, reported as ``dropping``
+        sources' marker written) and it is stopped in a thread of its own, reported as ``dropping``
         until its last task has ended. A reinstall (or a name added again) waits for the
         old run to be gone, since both use the same checkpoint.
         """
@@ -164,9 +177,7 @@ class Engine:
                     restarted.add(name)  # its output starts over: so do its readers
                 if upstream_restarted:
                     # Its input starts over (a new upstream changelog): so does it.
-                    shutil.rmtree(layout.root, ignore_errors=True)
-                    if layout.sink is not None:
-                        shutil.rmtree(layout.sink, ignore_errors=True)
+                    _remove(layout)
                 error = self._install(catalog, wanted[name])
                 (result.reinstalled if entry is not None else result.installed).append(name)
                 if error is not None:
@@ -175,7 +186,9 @@ class Engine:
             self._applied = True
             if self.phase is ReplicaPhase.STARTING:
                 self.phase = ReplicaPhase.RUNNING
-            return result
+        for name in result.dropped + result.reinstalled:
+            self._notify(name)
+        return result
 
     def report(self) -> ReplicaReport:
         """The replica and every dataflow's frontier, expiration, state and error."""
@@ -216,6 +229,24 @@ class Engine:
             columns = list(running.built.columns)
         return PeekResult(name=name, time=at, columns=columns, rows=rows)
 
+    def changelog(self, name: str) -> Changelog:
+        """A running dataflow's output changelog (what a subscriber reads)."""
+        entry = self._entries.get(name)
+        if entry is None or entry.running is None:
+            raise UnknownDataflow(name)
+        return Changelog(entry.running.store, entry.desired.spec.kind)
+
+    def add_batch_listener(self, listener: BatchListener) -> None:
+        """Call ``listener(name)`` after each step's batches of dataflow ``name``."""
+        self._listeners.append(listener)
+
+    def _notify(self, name: str) -> None:
+        for listener in self._listeners:
+            try:
+                listener(name)
+            except Exception:
+                log.exception("batch listener failed", dataflow=name)
+
     # --- the clock ------------------------------------------------------------------
 
     def step(self, time: Timestamp) -> None:
@@ -239,6 +270,7 @@ class Engine:
                     running.begin(clock_time)
                     ClockFile(running.settings.layout.clock).write(clock_time)
                 running.catch_up()
+                self._notify(running.name)
 
     def run(
         self,
@@ -329,7 +361,7 @@ class Engine:
             return []
 
     def _drop(self, name: str) -> None:
-        """Drop at once (token, fuses, jobs); stop the rest in the background."""
+        """Drop at once (token, marker, jobs); stop the rest in the background."""
         entry = self._entries.pop(name, None)
         if entry is None or entry.running is None:
             log.info("dataflow dropped", dataflow=name)
@@ -385,8 +417,8 @@ class Engine:
         return entry.error
 
     def _layout(self, name: str, spec: DataflowSpec) -> DataflowLayout:
-        sink = Path(spec.sink.path) if spec.sink is not None else None
-        return DataflowLayout.of(self.config.state_dir, name, sink)
+        sink = Location.of(spec.sink.path) if spec.sink is not None else None
+        return DataflowLayout.of(self.state, name, sink)
 
     def _start(self, catalog: Catalog, desired: DesiredDataflow) -> RunningDataflow:
         name, spec = desired.name, desired.spec
@@ -403,7 +435,7 @@ class Engine:
             recorded = int(previous[1][0].get("until", -1))
             previous_until = None if recorded < 0 else recorded
         inputs = [self._source_input(name, layout, source, until) for source in spec.sources]
-        marker = {"dropped_marker": str(layout.root / DROPPED_MARKER)}  # sources stop on it
+        marker = {"dropped_marker": layout.root.child(DROPPED_MARKER).uri}  # sources stop on it
         inputs = [SourceInput(i.name, i.data_ddl, {**i.options, **marker}) for i in inputs]
         built = build_dataflow(
             self.spark,
@@ -411,7 +443,7 @@ class Engine:
             inputs,
             until.lower,
             previous_until,
-            work_dir=layout.root / "general",
+            work_dir=layout.work("general"),
         )
         settings = DataflowSettings(
             name=name,
@@ -433,27 +465,25 @@ class Engine:
     @staticmethod
     def _spec_changed(layout: DataflowLayout, spec: DataflowSpec) -> bool:
         """True when the state on disk was made for another spec (and will be reset)."""
-        if not layout.spec_file.exists():
-            return False
-        return layout.spec_file.read_text(encoding="utf-8") != spec.model_dump_json(by_alias=True)
+        recorded = layout.spec_file.read_text_or_none()
+        return recorded is not None and recorded != spec.model_dump_json(by_alias=True)
 
     def _reset_if_changed(self, layout: DataflowLayout, spec: DataflowSpec) -> None:
         """A changed spec starts over: its old checkpoint and changelog are for another query."""
         fingerprint = spec.model_dump_json(by_alias=True)
-        if layout.spec_file.exists():
-            if layout.spec_file.read_text(encoding="utf-8") == fingerprint:
-                return
-            shutil.rmtree(layout.root, ignore_errors=True)
-            if layout.sink is not None:
-                shutil.rmtree(layout.sink, ignore_errors=True)
-        layout.root.mkdir(parents=True, exist_ok=True)
-        layout.spec_file.write_text(fingerprint, encoding="utf-8")
+        recorded = layout.spec_file.read_text_or_none()
+        if recorded == fingerprint:
+            return
+        if recorded is not None:
+            _remove(layout)
+        layout.root.make_dirs()
+        layout.spec_file.write_text(fingerprint)
 
     def _source_input(
         self, dataflow: str, layout: DataflowLayout, source: Source, until: Frontier
     ) -> SourceInput:
         options: dict[str, str] = {
-            "log_dir": str(layout.source_logs(source.name)),
+            "log_dir": layout.source_logs(source.name).uri,
             "until": str(-1 if until.lower is None else until.lower),
         }
         where = f'source "{source.name}"'
@@ -466,7 +496,7 @@ class Engine:
                     f"{reason}"
                 )
             built = upstream.running.built
-            options |= {"kind": "dataflow", "path": str(upstream.running.store.path)}
+            options |= {"kind": "dataflow", "path": upstream.running.store.location.uri}
             return SourceInput(source.name, built.data_ddl, options)
         if source.kafka is not None:
             self._require_kafka(where)
@@ -479,15 +509,15 @@ class Engine:
             return SourceInput(source.name, source.kafka.schema_, options)
         settings = source.table or source.files or source.changelog
         assert settings is not None
-        path = Path(settings.path)
+        path = Location.of(settings.path)
         if not path.is_dir():
             raise InvalidSpec(f"{where}: directory {path} does not exist")
-        options |= {"path": str(path.resolve())}
+        options |= {"path": path.uri}
         if source.table is not None:
-            options |= {"kind": "table", "format": "json", "clock": str(layout.clock)}
+            options |= {"kind": "table", "format": "json", "clock": layout.clock.uri}
         elif source.files is not None:
             options |= {"kind": "files", "format": source.files.format.value}
-            options |= {"clock": str(layout.clock)}
+            options |= {"clock": layout.clock.uri}
         elif source.changelog is not None:
             options |= {
                 "kind": "changelog",
@@ -513,6 +543,13 @@ class Engine:
         if spec.refresh is None:
             return time
         return last_refresh_at_or_before(spec.refresh.schedule(), time)
+
+
+def _remove(layout: DataflowLayout) -> None:
+    """Remove a dataflow's state and its sink's contents (it starts over)."""
+    layout.root.delete()
+    if layout.sink is not None:
+        layout.sink.delete()
 
 
 def dataflows_from(specs: Iterable[tuple[str, DataflowSpec]]) -> DesiredDataflows:

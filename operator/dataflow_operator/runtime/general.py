@@ -20,21 +20,19 @@ answer): ``inputs/part-<batch>.parquet`` and ``results/result-<batch>.parquet``.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.token import Token
 
 __all__ = ["INPUT", "ROW", "Recompute", "inputs_changelog"]
@@ -64,22 +62,12 @@ def inputs_changelog(views: Mapping[str, DataFrame]) -> DataFrame:
     return union
 
 
-def _write(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, temporary)
-    os.replace(temporary, path)
-
-
-def _batches(directory: Path, prefix: str) -> list[tuple[int, Path]]:
-    if not directory.is_dir():
-        return []
+def _batches(directory: Location, prefix: str) -> list[tuple[int, Location]]:
     found = []
-    for entry in directory.iterdir():
-        name = entry.name
+    for name in directory.list():
         if name.startswith(prefix) and name.endswith(".parquet"):
-            found.append((int(name[len(prefix) : -8]), entry))
-    return sorted(found)
+            found.append((int(name[len(prefix) : -8]), directory.child(name)))
+    return sorted(found, key=lambda item: item[0])
 
 
 class Recompute:
@@ -92,7 +80,7 @@ class Recompute:
         schemas: Mapping[str, T.StructType],
         output: T.StructType,
         *,
-        work_dir: Path,
+        work_dir: Location,
         views_lock: threading.Lock,
     ) -> None:
         self.spark = spark
@@ -115,12 +103,16 @@ class Recompute:
     def _recompute(self, updates: pa.Table, batch: int) -> pa.Table:
         columns = [f.name for f in self.output.fields]
         if updates.num_rows:
-            _write(updates, self.work_dir / "inputs" / f"part-{batch:012d}.parquet")
+            self.work_dir.child("inputs", f"part-{batch:012d}.parquet").write_parquet(updates)
         previous = self._previous_result(batch)
         if not updates.num_rows:
             return pa.table({**{c: pa.array([], pa.null()) for c in columns}, TIME: [], DIFF: []})
         history = pa.concat_tables(
-            [pq.read_table(p) for b, p in _batches(self.work_dir / "inputs", "part-") if b <= batch]
+            [
+                p.read_parquet()
+                for b, p in _batches(self.work_dir.child("inputs"), "part-")
+                if b <= batch
+            ]
         ).to_pandas()
         emitted: list[dict[str, Any]] = []
         for time in sorted(set(pc.unique(updates[TIME]).to_pylist())):
@@ -163,18 +155,19 @@ class Recompute:
         return frame.drop_duplicates(KEY).set_index(KEY).join(counts)
 
     def _previous_result(self, batch: int) -> pd.DataFrame:
-        earlier = [p for b, p in _batches(self.work_dir / "results", "result-") if b < batch]
+        earlier = [p for b, p in _batches(self.work_dir.child("results"), "result-") if b < batch]
         if not earlier:
             names = [f.name for f in self.output.fields]
             return pd.DataFrame(columns=[*names, COUNT], index=pd.Index([], name=KEY))
-        return pq.read_table(earlier[-1]).to_pandas().set_index(KEY)
+        return earlier[-1].read_parquet().to_pandas().set_index(KEY)
 
     def _save(self, result: pd.DataFrame, batch: int) -> None:
         table = pa.Table.from_pandas(result.reset_index(), preserve_index=False)
-        _write(table, self.work_dir / "results" / f"result-{batch:012d}.parquet")
-        for old, path in _batches(self.work_dir / "results", "result-"):
+        results = self.work_dir.child("results")
+        results.child(f"result-{batch:012d}.parquet").write_parquet(table)
+        for old, path in _batches(results, "result-"):
             if old < batch - 1:
-                path.unlink(missing_ok=True)
+                path.delete()
 
 
 def _difference(

@@ -1,43 +1,39 @@
 """``dataflow-operator insert PATH JSON...``: append rows to a table, atomically.
 
-All the rows of one call land in one new file of the table's directory, written under a
-hidden name and renamed into place, so a replica reads all of them or none. Each row's
-time is the time of the batch that ingests it.
+All the rows of one call land in one new file of the table's directory (a path or a
+URI, as the source's ``path``), written whole (a hidden name renamed into place, or one
+object-store PUT), so a replica reads all of them or none. Each row's time is the time
+of the batch that ingests it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import uuid
 from pathlib import Path
 
-from dataflow_operator.api.injection import EXIT_OK, EXIT_USAGE
+from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from dataflow_operator.runtime.storage import Location, StorageError
 
 __all__ = ["configure", "insert_rows", "run"]
 
 
-def insert_rows(directory: Path, rows: list[dict[str, object]]) -> Path:
+def insert_rows(directory: Path | str | Location, rows: list[dict[str, object]]) -> Location:
     """Write ``rows`` as one JSON-lines file in ``directory`` (created if missing)."""
-    directory.mkdir(parents=True, exist_ok=True)
     name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
-    temporary = directory / f".{name}.tmp"
-    with temporary.open("w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, separators=(",", ":")) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    target = directory / name
-    os.replace(temporary, target)
+    target = Location.of(directory).child(name)
+    target.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
     return target
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``insert``."""
-    parser.add_argument("path", type=Path, help="the table's directory (its source path)")
+    parser.add_argument(
+        "path", metavar="PATH|URI", help="the table's directory (its source path, or a URI)"
+    )
     parser.add_argument(
         "rows", nargs="+", metavar="JSON", help="rows as JSON objects, e.g. '{\"a\": 1}'"
     )
@@ -56,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"insert: row {number}: expected a JSON object, got {text}", file=sys.stderr)
             return EXIT_USAGE
         rows.append(row)
-    target = insert_rows(args.path, rows)
+    try:
+        target = insert_rows(args.path, rows)
+    except (StorageError, OSError) as error:
+        print(f"insert: {args.path}: {error}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"inserted {len(rows)} row(s) into {target}", file=sys.stderr)
     return EXIT_OK

@@ -1,10 +1,11 @@
-"""Where a dataflow's runtime-owned files live under the replica's state directory."""
+"""Where a dataflow's runtime-owned files live in the replica's state location."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
+
+from dataflow_operator.runtime.storage import Location
 
 __all__ = ["DataflowLayout", "last_offsets", "offsets_of"]
 
@@ -13,51 +14,52 @@ __all__ = ["DataflowLayout", "last_offsets", "offsets_of"]
 class DataflowLayout:
     """``<state>/dataflows/<name>/``: clock, checkpoint, source logs and changelog."""
 
-    root: Path
-    sink: Path | None = None
+    root: Location
+    sink: Location | None = None
 
     @classmethod
-    def of(cls, state_dir: Path, name: str, sink: Path | None = None) -> DataflowLayout:
+    def of(cls, state: Location, name: str, sink: Location | None = None) -> DataflowLayout:
         """The layout of dataflow ``name``."""
-        return cls(state_dir / "dataflows" / name, sink)
+        return cls(state.child("dataflows", name), sink)
 
     @property
-    def clock(self) -> Path:
+    def clock(self) -> Location:
         """The clock file the dataflow's table and files sources read."""
-        return self.root / "clock.json"
+        return self.root.child("clock.json")
 
     @property
-    def checkpoint(self) -> Path:
+    def checkpoint(self) -> Location:
         """Spark's checkpoint: offsets, commits, state."""
-        return self.root / "checkpoint"
+        return self.root.child("checkpoint")
 
     @property
-    def changelog(self) -> Path:
+    def changelog(self) -> Location:
         """The output changelog (the sink for a MaterializedView)."""
-        return self.sink if self.sink is not None else self.root / "changelog"
+        return self.sink if self.sink is not None else self.root.child("changelog")
 
     @property
-    def spec_file(self) -> Path:
+    def spec_file(self) -> Location:
         """The spec the checkpoint was made for."""
-        return self.root / "spec.json"
+        return self.root.child("spec.json")
 
-    def source_logs(self, source: str) -> Path:
+    def source_logs(self, source: str) -> Location:
         """A source's own logs (files consumed, ingestion times, commits)."""
-        return self.root / "sources" / source
+        return self.root.child("sources", source)
+
+    def work(self, name: str) -> Location:
+        """Working data of the dataflow's strategy (a recompute's history)."""
+        return self.root.child(name)
 
 
-def offsets_of(checkpoint: Path, batch: int) -> tuple[dict[str, object], list[dict[str, int]]]:
+def offsets_of(checkpoint: Location, batch: int) -> tuple[dict[str, object], list[dict[str, int]]]:
     """Spark's offset log entry of one batch: its metadata and each source's offset."""
-    lines = (checkpoint / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
+    lines = checkpoint.child("offsets", str(batch)).read_text().splitlines()
     metadata = json.loads(lines[1]) if len(lines) > 1 else {}
     sources = [json.loads(line) for line in lines[2:] if line.strip() and line.strip() != "-"]
     return metadata, sources
 
 
-def last_offsets(checkpoint: Path) -> tuple[dict[str, object], list[dict[str, int]]] | None:
+def last_offsets(checkpoint: Location) -> tuple[dict[str, object], list[dict[str, int]]] | None:
     """The offset log entry of the latest batch, or ``None`` without a checkpoint."""
-    directory = checkpoint / "offsets"
-    if not directory.is_dir():
-        return None
-    batches = [int(p.name) for p in directory.iterdir() if p.name.isdigit()]
+    batches = [int(name) for name in checkpoint.child("offsets").list() if name.isdigit()]
     return offsets_of(checkpoint, max(batches)) if batches else None

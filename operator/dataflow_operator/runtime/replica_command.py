@@ -5,7 +5,7 @@ environment first, then the ``spark.dataflow.*`` twins in ``DATAFLOW_SPARK_CONF`
 command-line flags override both), starts Spark (``DATAFLOW_SPARK_MASTER`` /
 ``--master``: ``k8s://…`` in a cluster, ``local[*]`` otherwise; every setting of
 ``DATAFLOW_SPARK_CONF`` and ``--conf`` passes through), builds the engine, serves the
-control API (:mod:`dataflow_operator.runtime.control_api`) and advances the dataflows on
+control API (:mod:`dataflow_operator.runtime.serve`) and advances the dataflows on
 the wall clock until:
 
 - SIGTERM or SIGINT: stops the queries and exits 0 (graceful);
@@ -13,7 +13,8 @@ the wall clock until:
   (75) with ``replica expired. now: …, expiration: …`` on stderr, before any batch at or
   past it, so that the operator restarts it with a new start time.
 
-Bad configuration exits 2 with one line on stderr.
+When ``DATAFLOW_CONTROL_TOKEN_FILE`` names a file, the control API requires the token in
+it (read once at start). Bad configuration exits 2 with one line on stderr.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, get_logger
-from dataflow_operator.runtime.control_api import ControlServer, parse_address
+from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
+from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,6 +49,7 @@ __all__ = ["ConfigError", "ReplicaConfig", "configure", "execute", "run"]
 log = get_logger(__name__)
 
 LOCAL_MASTER = "local[*]"
+EXECUTOR_POD_TEMPLATE_CONF = "spark.kubernetes.executor.podTemplateFile"
 DEFAULT_TICK_MS = 1000
 QUIET_LOG_LEVEL = "ERROR"
 
@@ -63,13 +66,17 @@ class ReplicaConfig:
     expiration_offset: Duration | None
     master: str
     control_address: str
-    state_dir: Path
+    state_dir: str
+    """The state location: a path or URI (``DATAFLOW_STATE_URI``)."""
     spark_conf: dict[str, str] = field(default_factory=dict)
     replica: str = "local"
     namespace: str | None = None
     cluster: str | None = None
     attempt: str | None = None
     tick_ms: int = DEFAULT_TICK_MS
+    control_token: str | None = field(default=None, repr=False)
+    """The token the control API requires (read from the file named by
+    ``DATAFLOW_CONTROL_TOKEN_FILE``); ``None``: open."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -112,20 +119,34 @@ class ReplicaConfig:
         except ValueError as error:
             raise ConfigError(str(error)) from None
         replica = _first(args.replica, env.get(injection.ENV_REPLICA)) or "local"
-        state = _first(args.state_dir, env.get(injection.ENV_STATE_DIR))
-        state_dir = (
-            Path(state) if state else Path(tempfile.gettempdir()) / "dataflow-replica" / replica
-        )
+        state_dir = _first(
+            args.state_dir, env.get(injection.ENV_STATE_URI), env.get(injection.ENV_STATE_DIR)
+        ) or str(Path(tempfile.gettempdir()) / "dataflow-replica" / replica)
+        try:
+            location = Location.of(state_dir)
+        except StorageError as error:
+            raise ConfigError(f"state location: {error}") from None
+        for key, value in hadoop_conf(location, env).items():
+            conf.setdefault(key, value)
+        master = _first(args.master, env.get(injection.ENV_SPARK_MASTER)) or LOCAL_MASTER
+        template = env.get(injection.ENV_EXECUTOR_POD_TEMPLATE)
+        if template and master.startswith("k8s://"):
+            conf.setdefault(EXECUTOR_POD_TEMPLATE_CONF, str(write_pod_template(template)))
         try:
             tick = parse_duration(args.tick).millis if args.tick else DEFAULT_TICK_MS
         except DomainError as error:
             raise ConfigError(f"--tick {args.tick!r}: {error.message}") from None
         if tick <= 0:
             raise ConfigError("--tick must be positive")
+        token_file = env.get(injection.ENV_CONTROL_TOKEN_FILE)
+        try:
+            token = read_token(Path(token_file)) if token_file else None
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"{injection.ENV_CONTROL_TOKEN_FILE}: {error}") from None
         return cls(
             start_time=start,
             expiration_offset=offset,
-            master=_first(args.master, env.get(injection.ENV_SPARK_MASTER)) or LOCAL_MASTER,
+            master=master,
             control_address=address,
             state_dir=state_dir,
             spark_conf=conf,
@@ -134,7 +155,26 @@ class ReplicaConfig:
             cluster=env.get(injection.ENV_CLUSTER) or None,
             attempt=env.get(injection.ENV_ATTEMPT) or None,
             tick_ms=tick,
+            control_token=token,
         )
+
+
+def write_pod_template(text: str) -> Path:
+    """Write the injected executor pod template (JSON) where Spark reads it; its path.
+
+    Spark's Kubernetes backend reads the template file when it first asks for executors,
+    so the driver writes it once at start-up.
+    """
+    try:
+        pod = json.loads(text)
+    except ValueError as error:
+        raise ConfigError(f"{injection.ENV_EXECUTOR_POD_TEMPLATE}: not JSON: {error}") from None
+    if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod":
+        raise ConfigError(f"{injection.ENV_EXECUTOR_POD_TEMPLATE}: not a Pod object")
+    directory = Path(tempfile.mkdtemp(prefix="dataflow-executor-"))
+    path = directory / "executor-pod-template.json"
+    path.write_text(json.dumps(pod), encoding="utf-8")
+    return path
 
 
 def _first(*values: str | None) -> str | None:
@@ -178,7 +218,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"control API address (env {injection.ENV_CONTROL_ADDRESS}; default 0.0.0.0:8765)",
     )
-    parser.add_argument("--state-dir", help=f"state directory (env {injection.ENV_STATE_DIR})")
+    parser.add_argument(
+        "--state-dir",
+        metavar="PATH|URI",
+        help=f"the state location (env {injection.ENV_STATE_URI}, else {injection.ENV_STATE_DIR})",
+    )
     parser.add_argument(
         "--start-time", help=f"epoch ms or RFC 3339 (env {injection.ENV_START_TIME_MS})"
     )
@@ -222,7 +266,9 @@ def execute(
         master=config.master,
         control=config.control_address or "0.0.0.0:8765",
     )
-    server = ControlServer(engine, config.control_address, labels=config.labels)
+    server = ControlServer(
+        engine, config.control_address, labels=config.labels, token=config.control_token
+    )
     code = injection.EXIT_FAILED
     try:
         server.start()

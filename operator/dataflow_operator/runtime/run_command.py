@@ -28,7 +28,7 @@ from dataflow_operator.core.time import Timestamp, format_timestamp, parse_times
 from dataflow_operator.logs import configure_logging, get_logger
 from dataflow_operator.runtime.clock import TickPlan
 from dataflow_operator.runtime.running import BatchOutput
-from dataflow_operator.runtime.values import format_value
+from dataflow_operator.runtime.values import format_update
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["configure", "execute", "format_update", "run"]
 
 log = get_logger(__name__)
-DEFAULT_STATE_DIR = Path("state")
+DEFAULT_STATE_DIR = "state"
+DEFAULT_MASTER = "local[*]"
 QUIET_LOG_LEVEL = "OFF"
 """Spark's own log level in ``run``: errors are reported as one line per dataflow."""
 
@@ -86,18 +87,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     stop.add_argument("--batches", type=int, help="stop after N batches")
     parser.add_argument(
         "--state-dir",
-        type=Path,
         default=DEFAULT_STATE_DIR,
-        help="checkpoints and changelogs; a later run with the same one resumes (default: state)",
+        metavar="PATH|URI",
+        help="the state location (a path, file://, s3a://, gs://, abfss:// or hdfs:// URI): "
+        "checkpoints and changelogs; a later run with the same one resumes (default: state)",
+    )
+    parser.add_argument(
+        "--master",
+        default=DEFAULT_MASTER,
+        help="Spark master (default local[*]); local-cluster[N,CORES,MEM_MB] runs N executors "
+        "as separate processes",
     )
     parser.add_argument(
         "--status-file", type=Path, help="write the replica status JSON here after each batch"
     )
-
-
-def format_update(time: int, diff: int, values: tuple[object, ...]) -> str:
-    """One changelog line: ``TIME<TAB>DIFF<TAB>col1<TAB>col2…``."""
-    return "\t".join([str(time), str(diff), *(format_value(v) for v in values)])
 
 
 class _Printer:
@@ -124,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
     def session() -> SparkSession:
         nonlocal spark
         spark = spark_session(
-            app_name="dataflow-run", conf={"spark.ui.showConsoleProgress": "false"}
+            master=args.master,
+            app_name="dataflow-run",
+            conf={"spark.ui.showConsoleProgress": "false"},
         )
         spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
         return spark

@@ -26,6 +26,7 @@ from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.general import Recompute
 from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets, offsets_of
+from dataflow_operator.runtime.sink import write_batch
 from dataflow_operator.runtime.token import Token, active_tasks
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
@@ -100,7 +101,7 @@ class RunningDataflow:
         self.status = _Status()
         self._installed_at = wall.monotonic()
         self.hydration = DataflowHydration(settings.name)  # plan nodes' hydration
-        self.token = Token(self.tag, marker=settings.layout.root / DROPPED_MARKER)
+        self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
 
     @property
@@ -136,7 +137,7 @@ class RunningDataflow:
             writer = (
                 built.frame.writeStream.queryName(self.tag)
                 .foreachBatch(self._sink)
-                .option("checkpointLocation", str(self.settings.layout.checkpoint))
+                .option("checkpointLocation", self.settings.layout.checkpoint.uri)
             )
             with self.token.scope(self.spark, f"dataflow {self.name}"):
                 self.query = writer.start()
@@ -229,33 +230,47 @@ class RunningDataflow:
         return upper
 
     def _sink(self, frame: DataFrame, batch: int) -> None:
-        """Called by Spark for every batch: persist the updates and the new upper."""
-        table = frame.toArrow()
-        if self.built is not None and self.built.transform is not None:
-            table = self.built.transform(table, batch)
-        table = consolidate(table)
+        """Called by Spark for every batch: persist the updates and the new upper.
+
+        A batch whose updates nobody needs in the driver (no Subscribe output, no
+        driver-side transform) is written by the executors (:mod:`.sink`).
+        """
         upper = self._upper(batch)
         until = self.settings.until.lower
+        built = self.built
+        if built is not None and built.transform is None and self.on_output is None:
+            write_batch(frame, self.store, batch, until)
+            self.store.write_upper(batch, upper)
+            self._advanced(upper)
+            return
+        table = frame.toArrow()
+        if built is not None and built.transform is not None:
+            table = built.transform(table, batch)
+        table = consolidate(table)
         if until is not None and table.num_rows:
             table = table.filter(pc.less(table[TIME], until))  # never emit at/past until
         previous = self.store.read_upper()
         self.store.write(batch, table, upper)
-        with self._lock:
-            self.status.frontier = Frontier.at(max(upper, self.status.frontier.lower or 0))
-            self.status.batches += 1
-            self.hydration.observe_frontier(self.status.frontier)
-            if self.status.hydration_ms is None and self._hydrated():
-                self.status.hydration_ms = int((wall.monotonic() - self._installed_at) * 1000)
+        self._advanced(upper)
         if previous is not None and batch <= previous.batch:
             return  # a batch replayed after a crash: its output was emitted already
-        if self.on_output is not None and self.built is not None:
-            columns = self.built.columns
+        if self.on_output is not None and built is not None:
+            columns = built.columns
             rows = table.to_pylist()
             updates = sorted(
                 ((int(r[TIME]), int(r[DIFF]), tuple(r[c] for c in columns)) for r in rows),
                 key=lambda u: (u[0], u[1]),
             )
             self.on_output(BatchOutput(self.name, batch, upper, columns, updates))
+
+    def _advanced(self, upper: int) -> None:
+        """The status after a batch completed up to ``upper``."""
+        with self._lock:
+            self.status.frontier = Frontier.at(max(upper, self.status.frontier.lower or 0))
+            self.status.batches += 1
+            self.hydration.observe_frontier(self.status.frontier)
+            if self.status.hydration_ms is None and self._hydrated():
+                self.status.hydration_ms = int((wall.monotonic() - self._installed_at) * 1000)
 
     # --- status ---------------------------------------------------------------------
 

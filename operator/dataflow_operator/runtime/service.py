@@ -7,16 +7,24 @@ interface, so each can be tested without the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
+from dataflow_operator.api.dataflow import DataflowKindField
 from dataflow_operator.api.protocol import (
     DesiredDataflows,
     InstallResult,
     PeekResult,
     ReplicaReport,
 )
+from dataflow_operator.runtime.changelog_store import ChangelogStore
 
-__all__ = ["NotAnIndex", "ReplicaService", "UnknownDataflow"]
+__all__ = ["BatchListener", "Changelog", "NotAnIndex", "ReplicaService", "UnknownDataflow"]
+
+BatchListener = Callable[[str], None]
+"""Called with a dataflow's name after its batches up to the current time completed (or
+after it was dropped or reinstalled); from the engine's thread, so it must be quick."""
 
 
 class UnknownDataflow(LookupError):
@@ -25,6 +33,14 @@ class UnknownDataflow(LookupError):
 
 class NotAnIndex(LookupError):
     """Peek asked of a dataflow that keeps no queryable contents."""
+
+
+@dataclass(frozen=True, slots=True)
+class Changelog:
+    """An installed dataflow's output changelog (a new object when it is reinstalled)."""
+
+    store: ChangelogStore
+    kind: DataflowKindField
 
 
 class ReplicaService(Protocol):
@@ -50,4 +66,12 @@ class ReplicaService(Protocol):
 
     def ready(self) -> bool:
         """True once the Spark session is up and the desired set has been applied."""
+        ...
+
+    def changelog(self, name: str) -> Changelog:
+        """The output changelog of a running dataflow. Raises :class:`UnknownDataflow`."""
+        ...
+
+    def add_batch_listener(self, listener: BatchListener) -> None:
+        """Call ``listener(name)`` whenever dataflow ``name`` completed batches."""
         ...

@@ -24,13 +24,13 @@ import io
 import json
 import time as wall
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.clock import ClockFile
+from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, parse_json_lines
 
 __all__ = [
@@ -51,15 +51,9 @@ NO_UNTIL = -1
 DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
 
 
-def list_data_files(path: Path) -> list[str]:
+def list_data_files(directory: Location) -> list[str]:
     """Names of the data files of a directory (hidden and ``_`` files are in progress)."""
-    if not path.is_dir():
-        return []
-    return sorted(
-        entry.name
-        for entry in path.iterdir()
-        if entry.is_file() and not entry.name.startswith((".", "_"))
-    )
+    return directory.list()
 
 
 class SourceOptions:
@@ -67,15 +61,15 @@ class SourceOptions:
 
     def __init__(self, options: dict[str, str]) -> None:
         self.kind = options["kind"]
-        self.path = Path(options["path"])
+        self.path = Location.of(options["path"])
         self.format = options.get("format", "json")
-        self.log_dir = Path(options["log_dir"])
-        self.clock = ClockFile(Path(options["clock"])) if options.get("clock") else None
+        self.log_dir = Location.of(options["log_dir"])
+        self.clock = ClockFile(Location.of(options["clock"])) if options.get("clock") else None
         self.until = int(options.get("until", str(NO_UNTIL)))
         self.time_column = options.get("time_column", "time")
         self.diff_column = options.get("diff_column", "diff")
         marker = options.get("dropped_marker")
-        self.dropped_marker = Path(marker) if marker else None
+        self.dropped_marker = Location.of(marker) if marker else None
 
     def dropped(self) -> bool:
         """True once the dataflow was dropped (its token wrote the marker)."""
@@ -157,8 +151,7 @@ class ChangelogReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark has processed everything up to ``end``: record how far (design 3 seam)."""
-        self.options.log_dir.mkdir(parents=True, exist_ok=True)
-        (self.options.log_dir / "committed.json").write_text(json.dumps(end), encoding="utf-8")
+        self.options.log_dir.child("committed.json").write_text(json.dumps(end))
 
     # --- planning -------------------------------------------------------------------
 
@@ -175,9 +168,9 @@ class ChangelogReader(DataSourceStreamReader):
         if kind == "dataflow":
             store = ChangelogStore(self.options.path)
             if replay:
-                items += [(str(p), None, 0) for _, p in store.parts(-1, start["seq"])]
+                items += [(p.uri, None, 0) for _, p in store.parts(-1, start["seq"])]
             new = store.parts(start["seq"], end["seq"])
-            items += [(str(p), None, start["upper"]) for _, p in new]
+            items += [(p.uri, None, start["upper"]) for _, p in new]
         else:
             files = self._read_files_log()
             own = kind == "changelog"
@@ -203,24 +196,22 @@ class ChangelogReader(DataSourceStreamReader):
             yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
         for file, time, floor in partition.items:
             for count, (values, own_time, diff) in enumerate(self._updates(file, time)):
-                if count % 1024 == 0 and self.options.dropped():
+                if count % 4096 == 0 and self.options.dropped():
                     _await_cancel()  # emit nothing more; the batch is never committed
                 yield (*values, max(own_time, floor), diff, False, batch_ts)
 
     def _updates(self, file: str, time: int | None) -> Iterator[tuple[tuple[Any, ...], int, int]]:
         kind = self.options.kind
         if kind == "dataflow":
-            import pyarrow.parquet as pq
-
-            for record in pq.read_table(file).to_pylist():
+            for record in Location(file).read_parquet().to_pylist():
                 yield (
                     convert_row(record, self.fields),
                     int(record[TIME]),
                     int(record[DIFF]),
                 )
             return
-        for number, record in enumerate(_records(Path(file), self.options.format), start=1):
-            where = f"{Path(file).name}: row {number}"
+        for number, record in enumerate(_records(Location(file), self.options.format), start=1):
+            where = f"{Location(file).name}: row {number}"
             try:
                 values = convert_row(record, self.fields)
             except BadValue as error:
@@ -251,20 +242,18 @@ class ChangelogReader(DataSourceStreamReader):
     def _own_times(self, names: list[str]) -> Iterator[int]:
         for name in names:
             for number, record in enumerate(
-                _records(Path(self._full(name)), self.options.format), start=1
+                _records(Location(self._full(name)), self.options.format), start=1
             ):
                 yield self._time_and_diff(record, f"{name}: row {number}")[0]
 
     # --- the source's own logs (runtime-owned, beside the checkpoint) --------------
 
     def _full(self, name: str) -> str:
-        return str(self.options.path / name)
+        return self.options.path.child(name).uri
 
     def _read_files_log(self) -> list[str]:
-        log = self.options.log_dir / "files.log"
-        if not log.exists():
-            return []
-        return [line for line in log.read_text(encoding="utf-8").splitlines() if line]
+        text = self.options.log_dir.child("files.log").read_text_or_none() or ""
+        return [line for line in text.splitlines() if line]
 
     def _sync_files(self) -> list[str]:
         """The files in the order they are consumed: the log, then any new ones."""
@@ -272,25 +261,19 @@ class ChangelogReader(DataSourceStreamReader):
         known = set(logged)
         new = [name for name in list_data_files(self.options.path) if name not in known]
         if new:
-            self.options.log_dir.mkdir(parents=True, exist_ok=True)
-            with (self.options.log_dir / "files.log").open("a", encoding="utf-8") as log:
-                log.write("".join(f"{name}\n" for name in new))
+            self.options.log_dir.child("files.log").append_text("".join(f"{n}\n" for n in new))
         return logged + new
 
     def _log_ingest(self, first: int, end: int, time: int) -> None:
         if end <= first:
             return
-        path = self.options.log_dir / "ingest.log"
         if any(entry[1] == end for entry in self._ingest_entries()):
             return
-        with path.open("a", encoding="utf-8") as log:
-            log.write(json.dumps([first, end, time]) + "\n")
+        self.options.log_dir.child("ingest.log").append_text(json.dumps([first, end, time]) + "\n")
 
     def _ingest_entries(self) -> list[list[int]]:
-        path = self.options.log_dir / "ingest.log"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        text = self.options.log_dir.child("ingest.log").read_text_or_none() or ""
+        return [json.loads(line) for line in text.splitlines() if line]
 
     def _ingest_times(self) -> dict[int, int]:
         """File index → the time at which it was ingested."""
@@ -301,17 +284,14 @@ class ChangelogReader(DataSourceStreamReader):
         return times
 
 
-def _records(path: Path, file_format: str) -> Iterator[dict[str, Any]]:
-    suffix = path.suffix.lower()
-    if suffix == ".parquet" or (file_format == "parquet" and suffix not in (".json", ".csv")):
-        import pyarrow.parquet as pq
-
-        yield from pq.read_table(path).to_pylist()
-    elif suffix == ".csv" or file_format == "csv":
-        text = path.read_text(encoding="utf-8")
-        yield from csv.DictReader(io.StringIO(text))
+def _records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
+    suffix = file.name.rsplit(".", 1)[-1].lower() if "." in file.name else ""
+    if suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv")):
+        yield from file.read_parquet().to_pylist()
+    elif suffix == "csv" or file_format == "csv":
+        yield from csv.DictReader(io.StringIO(file.read_text()))
     else:
-        yield from parse_json_lines(path.read_text(encoding="utf-8"), path.name)
+        yield from parse_json_lines(file.read_text(), file.name)
 
 
 class ChangelogSource(DataSource):

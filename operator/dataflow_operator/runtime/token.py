@@ -18,12 +18,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from dataflow_operator.logs import get_logger
+from dataflow_operator.runtime.storage import Location
 
 __all__ = ["Token", "TokenDropped", "active_tasks"]
 
@@ -39,7 +39,7 @@ class TokenDropped(RuntimeError):
 class Token:
     """One dataflow's (or operation's) cancellation scope; see the module docstring."""
 
-    def __init__(self, tag: str, marker: Path | None = None) -> None:
+    def __init__(self, tag: str, marker: Location | None = None) -> None:
         self.tag = tag
         self.group = f"{tag}-{uuid.uuid4().hex[:12]}"
         self.marker = marker
@@ -47,7 +47,8 @@ class Token:
         self.dropped_at: float | None = None
         """``time.monotonic()`` when dropped."""
         if marker is not None:
-            marker.unlink(missing_ok=True)  # a new run of the same dataflow is not dropped
+            with suppress(OSError):
+                marker.delete()  # a new run of the same dataflow is not dropped
 
     @property
     def dropped(self) -> bool:
@@ -82,8 +83,7 @@ class Token:
             self._dropped.set()
         if self.marker is not None:
             with suppress(OSError):
-                self.marker.parent.mkdir(parents=True, exist_ok=True)
-                self.marker.touch()
+                self.marker.write_text("")
         if spark is not None:
             self.cancel(spark, self.group, self.tag)
 

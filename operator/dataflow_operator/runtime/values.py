@@ -12,7 +12,14 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["BadValue", "convert", "convert_row", "format_value", "parse_json_lines"]
+__all__ = [
+    "BadValue",
+    "convert",
+    "convert_row",
+    "format_update",
+    "format_value",
+    "parse_json_lines",
+]
 
 _INTEGRAL = {"byte", "short", "integer", "long", "tinyint", "smallint", "int", "bigint"}
 _FLOATING = {"float", "double", "real"}
@@ -117,3 +124,9 @@ def format_value(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(value)
     return str(value)
+
+
+def format_update(time: int, diff: int, values: Sequence[object]) -> str:
+    """One changelog line as ``run`` and the subscribe stream print it:
+    ``TIME<TAB>DIFF<TAB>col1<TAB>col2…``."""
+    return "\t".join([str(time), str(diff), *(format_value(v) for v in values)])

@@ -1,0 +1,143 @@
+"""How a command reaches a replica's control API: its options, the request, the errors.
+
+:func:`open_endpoint` sends ``GET /dataflows/{name}/{endpoint}`` either to ``--address``
+directly or through the Kubernetes API server's service proxy (:mod:`.kube`), with the
+control token in ``Authorization: Bearer`` and ``X-Dataflow-Token`` directly, and only in
+``X-Dataflow-Token`` through the service proxy (there ``Authorization`` authenticates the
+user to the API server, which does not pass it on). Every failure is a
+:class:`ClientError` whose message is the one line the command prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+from dataflow_operator.api.protocol import CONTROL_TOKEN_HEADER
+from dataflow_operator.core.time import parse_timestamp
+
+__all__ = ["ClientError", "add_arguments", "iter_lines", "open_endpoint"]
+
+
+class ClientError(Exception):
+    """What failed, in one line."""
+
+
+def _timestamp(text: str) -> int:
+    try:
+        return parse_timestamp(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, as_of: bool = False) -> None:
+    """The options shared by ``subscribe`` and ``peek``."""
+    parser.add_argument("name", metavar="NAME", help="the Dataflow's name")
+    parser.add_argument(
+        "-n", "--namespace", help="the Dataflow's namespace (default: the kubeconfig context's)"
+    )
+    parser.add_argument(
+        "--replica", help="the Replica to read from (default: the first that reports it hydrated)"
+    )
+    parser.add_argument(
+        "--address",
+        metavar="HOST:PORT",
+        help="talk to this control API directly instead of through the Kubernetes API server",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="the control token (default: the Replica's Secret <replica>-control-token)",
+    )
+    if as_of:
+        parser.add_argument(
+            "--as-of",
+            type=_timestamp,
+            metavar="T",
+            help="start at time T (epoch ms or RFC 3339; default: the latest complete time)",
+        )
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise ClientError(f"reading the token file {path}: {error.strerror or error}") from None
+    if not token:
+        raise ClientError(f"the token file {path} is empty")
+    return token
+
+
+def open_endpoint(
+    args: argparse.Namespace, endpoint: str, query: dict[str, str]
+) -> urllib3.BaseHTTPResponse:
+    """``GET /dataflows/{args.name}/{endpoint}?query`` on the replica; a 2xx response, its
+    body not read yet. Raises :class:`ClientError`."""
+    token = _read_token(args.token_file) if args.token_file is not None else None
+    path = f"dataflows/{quote(args.name, safe='')}/{endpoint}"
+    if args.address:
+        where = f"the control API at {args.address}"
+        url = f"http://{args.address}/{path}" + (f"?{urlencode(query)}" if query else "")
+        try:
+            response = urllib3.request(
+                "GET", url, headers=auth_headers(token), preload_content=False, retries=False
+            )
+        except urllib3.exceptions.HTTPError as error:
+            raise ClientError(f"cannot reach {where}: {_reason(error)}") from None
+    else:
+        from dataflow_operator.client.kube import open_via_service_proxy
+
+        response, where = open_via_service_proxy(args, path, query, token)
+    check(response, where)
+    return response
+
+
+def auth_headers(token: str | None, *, bearer: bool = True) -> dict[str, str]:
+    """The token in the headers the control API accepts; ``bearer=False`` when
+    ``Authorization`` carries the user's credentials for the Kubernetes API server."""
+    if token is None:
+        return {}
+    headers = {CONTROL_TOKEN_HEADER: token}
+    if bearer:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def check(response: urllib3.BaseHTTPResponse, where: str) -> None:
+    """Raise a :class:`ClientError` naming ``where`` unless the response is a success."""
+    if response.status < 400:
+        return
+    text = response.data.decode(errors="replace")
+    try:
+        body = json.loads(text)
+        detail = f"{body['error']}: {body['message']}"
+    except (ValueError, KeyError, TypeError):
+        detail = text.strip().splitlines()[0] if text.strip() else response.reason or ""
+    raise ClientError(f"{where} answered {response.status}: {detail}")
+
+
+def _reason(error: Exception) -> str:
+    reason = getattr(error, "reason", None)
+    return str(reason or error)
+
+
+def iter_lines(response: urllib3.BaseHTTPResponse) -> Iterator[str]:
+    """The body's lines as they arrive (without their newline)."""
+    chunks = (
+        response.read_chunked(decode_content=True)
+        if getattr(response, "chunked", False)
+        else response.stream(1 << 14, decode_content=True)
+    )
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.decode()
+    if pending:
+        yield pending.decode()

@@ -1,0 +1,281 @@
+"""Executors as data: the state location, the executor pod template, local mode, the token.
+
+Every built object is also checked against the Kubernetes schema.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from pydantic import ValidationError
+
+from dataflow_operator.api import injection
+from dataflow_operator.api.replica import Replica
+from dataflow_operator.api.replica_rules import replica_problems
+from dataflow_operator.controller.config import OperatorConfig
+from dataflow_operator.controller.manifests import (
+    CONTROL_TOKEN_FILE,
+    STATE_DIR,
+    Attempt,
+    build_control_token_secret,
+    build_driver_pod,
+    driver_spec_hash,
+)
+from dataflow_operator.controller.naming import EXECUTOR_CONTAINER
+
+CONFIG = OperatorConfig(default_image="example/dataflow:1")
+START = 1_767_225_600_000
+K8S = "1.30"
+RWX = {"size": "10Gi", "accessModes": ["ReadWriteMany"], "storageClassName": "nfs"}
+URI = "s3a://bucket/replicas/r1"
+EXTRA_VOLUME = {"name": "inputs", "configMap": {"name": "inputs"}}
+EXTRA_MOUNT = {"name": "inputs", "mountPath": "/data/inputs", "readOnly": True}
+ENV = [
+    {"name": "A", "value": "1"},
+    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+]
+
+
+def replica(**spec: Any) -> Replica:
+    return Replica.model_validate(
+        {
+            "apiVersion": "dataflow.dev/v1alpha1",
+            "kind": "Replica",
+            "metadata": {"name": "r1", "namespace": "team", "uid": "uid-r1"},
+            "spec": {"cluster": "default", **spec},
+        }
+    )
+
+
+def driver(r: Replica) -> dict[str, Any]:
+    return build_driver_pod(r, CONFIG, Attempt(1, "r1-driver-1", START))
+
+
+def env(pod: dict[str, Any]) -> dict[str, Any]:
+    return {
+        e["name"]: e.get("value", e.get("valueFrom")) for e in pod["spec"]["containers"][0]["env"]
+    }
+
+
+def template(pod: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(env(pod)[injection.ENV_EXECUTOR_POD_TEMPLATE])
+    return result
+
+
+def conf(pod: dict[str, Any]) -> dict[str, str]:
+    result: dict[str, str] = json.loads(env(pod)[injection.ENV_SPARK_CONF])
+    return result
+
+
+def container(pod: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = pod["spec"]["containers"][0]
+    return result
+
+
+def volume_names(pod: dict[str, Any]) -> list[str]:
+    return [v["name"] for v in pod["spec"].get("volumes", [])]
+
+
+def mounts(pod: dict[str, Any]) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container(pod).get("volumeMounts", [])}
+
+
+def test_rwx_claim_is_mounted_on_the_driver_and_every_executor_at_the_same_path() -> None:
+    r = replica(storage=RWX, executor={"instances": 2}, env=ENV)
+    pod = driver(r)
+    executor = template(pod)
+    for each in (pod, executor):
+        claim = next(v for v in each["spec"]["volumes"] if v["name"] == "state")
+        assert claim["persistentVolumeClaim"] == {"claimName": "r1-state"}
+        assert mounts(each)["state"] == STATE_DIR
+        assert env(each)[injection.ENV_STATE_URI] == f"file://{STATE_DIR}"
+        assert each["spec"]["securityContext"]["fsGroup"] == 185
+    assert replica_problems(r.spec) == []
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    kubernetes_validate.validate(executor, K8S, strict=True)
+
+
+def test_object_store_uri_with_credentials_reaches_driver_and_executors() -> None:
+    r = replica(stateUri=URI, stateCredentials="minio", executor={"instances": 2})
+    pod = driver(r)
+    executor = template(pod)
+    for each in (pod, executor):
+        assert env(each)[injection.ENV_STATE_URI] == URI
+        assert container(each)["envFrom"] == [{"secretRef": {"name": "minio"}}]
+        assert "state" not in volume_names(each)
+        assert "state" not in mounts(each)
+    assert replica_problems(r.spec) == []
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    kubernetes_validate.validate(executor, K8S, strict=True)
+
+
+def test_extra_volumes_and_env_with_value_from_go_on_driver_and_executors() -> None:
+    r = replica(
+        stateUri=URI,
+        executor={"instances": 1},
+        volumes=[EXTRA_VOLUME],
+        volumeMounts=[EXTRA_MOUNT],
+        env=ENV,
+    )
+    pod = driver(r)
+    executor = template(pod)
+    for each in (pod, executor):
+        assert next(v for v in each["spec"]["volumes"] if v["name"] == "inputs") == EXTRA_VOLUME
+        assert mounts(each)["inputs"] == "/data/inputs"
+        assert env(each)["A"] == "1"
+        assert env(each)["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert replica_problems(r.spec) == []
+    kubernetes_validate.validate(executor, K8S, strict=True)
+
+
+def test_template_is_picked_by_name_and_leaves_ownership_to_spark() -> None:
+    pod = driver(replica(stateUri=URI, executor={"instances": 3}, sparkConf={
+        "spark.kubernetes.executor.podTemplateContainerName": "other",
+    }))  # fmt: skip
+    executor, settings = template(pod), conf(pod)
+    assert [c["name"] for c in executor["spec"]["containers"]] == [EXECUTOR_CONTAINER]
+    assert settings["spark.kubernetes.executor.podTemplateContainerName"] == EXECUTOR_CONTAINER
+    # Spark makes the driver pod the executors' controller owner; a second controller
+    # reference would make the API server reject every executor
+    assert settings["spark.kubernetes.driver.pod.name"] == "r1-driver-1"
+    assert "ownerReferences" not in executor["metadata"]
+    assert executor["metadata"]["labels"]["dataflow.dev/replica"] == "r1"
+    assert executor["metadata"]["labels"]["dataflow.dev/role"] == "executor"
+    assert settings["spark.master"] == "k8s://https://kubernetes.default.svc"
+    assert env(pod)[injection.ENV_SPARK_MASTER] == settings["spark.master"]
+    assert settings["spark.executor.instances"] == "3"
+    assert not [k for k in settings if k.startswith("spark.executorEnv.")]  # in the template
+
+
+def test_template_stays_compact() -> None:
+    pod = driver(replica(stateUri=URI, executor={"instances": 1}, env=ENV))
+    raw = env(pod)[injection.ENV_EXECUTOR_POD_TEMPLATE]
+    assert ": " not in raw and ", " not in raw
+    assert len(raw) < 2_000
+
+
+@pytest.mark.parametrize(("cores", "master"), [(1, "local[1]"), (3, "local[3]")])
+def test_no_executors_runs_spark_locally_in_the_driver(cores: int, master: str) -> None:
+    pod = driver(replica(executor={"instances": 0}, driver={"cores": cores}))
+    settings = conf(pod)
+    assert env(pod)[injection.ENV_SPARK_MASTER] == master
+    assert settings["spark.master"] == master
+    assert injection.ENV_EXECUTOR_POD_TEMPLATE not in env(pod)
+    assert not [k for k in settings if k.startswith(("spark.kubernetes.", "spark.executor."))]
+    assert "spark.driver.host" not in settings
+    assert settings["spark.driver.cores"] == str(cores)
+    kubernetes_validate.validate(pod, K8S, strict=True)
+
+
+def test_driver_mounts_the_control_token_read_only() -> None:
+    pod = driver(replica(executor={"instances": 0}))
+    assert env(pod)[injection.ENV_CONTROL_TOKEN_FILE] == CONTROL_TOKEN_FILE
+    assert CONTROL_TOKEN_FILE == "/var/run/dataflow/control/token"
+    (mount,) = [m for m in container(pod)["volumeMounts"] if m["name"] == "control-token"]
+    assert mount == {
+        "name": "control-token",
+        "mountPath": "/var/run/dataflow/control",
+        "readOnly": True,
+    }
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "control-token"]
+    assert volume["secret"]["secretName"] == "r1-control-token"
+    assert "control-token" not in json.dumps(template(driver(replica(stateUri=URI))))
+
+
+def test_control_token_secret_is_owned_by_the_replica() -> None:
+    secret = build_control_token_secret(replica(), "s3cr3t")
+    assert secret["metadata"]["name"] == "r1-control-token"
+    assert secret["metadata"]["namespace"] == "team"
+    (owner,) = secret["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Replica", "uid-r1", True)
+    assert base64.b64decode(secret["data"]["token"]) == b"s3cr3t"
+    kubernetes_validate.validate(secret, K8S, strict=True)
+
+
+def test_state_location_changes_restart_the_driver() -> None:
+    base = driver_spec_hash(replica(stateUri=URI), CONFIG)
+    assert driver_spec_hash(replica(stateUri="s3a://bucket/other"), CONFIG) != base
+    assert driver_spec_hash(replica(stateUri=URI, stateCredentials="s"), CONFIG) != base
+    assert driver_spec_hash(replica(stateUri=URI, volumes=[EXTRA_VOLUME]), CONFIG) != base
+
+
+def problems(**spec: Any) -> list[str]:
+    return [str(p) for p in replica_problems(replica(**spec).spec)]
+
+
+def test_executors_on_read_write_once_storage_are_refused() -> None:
+    (problem,) = problems(storage={"size": "1Gi"}, executor={"instances": 2})
+    assert problem.startswith("spec.storage.accessModes: [ReadWriteOnce] lacks ReadWriteMany")
+    assert "executors run in other pods" in problem
+    assert problems(storage={"size": "1Gi"}, executor={"instances": 0}) == []
+
+
+def test_executors_on_an_empty_dir_are_refused() -> None:
+    (problem,) = problems()  # executor.instances defaults to 1
+    assert problem.startswith("spec.executor.instances: executor.instances is 1 but neither")
+    assert "emptyDir" in problem
+    assert problems(executor={"instances": 0}) == []
+
+
+def test_storage_and_state_uri_are_exclusive() -> None:
+    (problem,) = problems(storage=RWX, stateUri=URI, executor={"instances": 0})
+    assert problem.startswith(
+        "spec.stateUri: spec.storage and spec.stateUri are mutually exclusive"
+    )
+
+
+def test_volume_names_and_mounts_are_checked() -> None:
+    found = problems(
+        executor={"instances": 0},
+        volumes=[{"name": "state", "emptyDir": {}}, EXTRA_VOLUME, EXTRA_VOLUME],
+        volumeMounts=[{"name": "nope", "mountPath": "/x"}, {"name": "inputs"}],
+    )
+    assert found == [
+        "spec.volumes[0].name: 'state' is the operator's own volume; choose another name",
+        "spec.volumes[2].name: 'inputs' twice",
+        "spec.volumeMounts[0].name: no volume 'nope' in spec.volumes",
+        "spec.volumeMounts[1].mountPath: required field is missing",
+    ]
+
+
+def test_oversized_extras_are_refused() -> None:
+    env = [{"name": f"V{i}", "value": "x" * 1000} for i in range(80)]
+    (problem,) = problems(executor={"instances": 0}, env=env)
+    assert problem.startswith("spec.volumes: env, volumes and volumeMounts take")
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3a://bucket/prefix",
+        "s3a://bucket",
+        "gs://b/p/q",
+        "hdfs://namenode:8020/replicas/r1",
+        "abfss://state@account.dfs.core.windows.net/r1",
+    ],
+)
+def test_state_uri_accepts_object_stores_and_hdfs(uri: str) -> None:
+    assert replica(stateUri=uri).spec.state_uri == uri
+
+
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("/opt/state", "not an object-store or HDFS URI"),
+        ("file:///opt/state", "not an object-store or HDFS URI"),
+        ("s3://bucket/p", "not an object-store or HDFS URI"),
+        ("s3a:///prefix", "not an object-store or HDFS URI"),
+        ("s3a://bucket/a b", "not an object-store or HDFS URI"),
+        ("abfss://account.dfs.core.windows.net/p", "CONTAINER@ACCOUNT"),
+    ],
+)
+def test_state_uri_rejects_other_forms_naming_the_field(uri: str, why: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        replica(stateUri=uri)
+    (item,) = error.value.errors()
+    assert item["loc"] == ("spec", "stateUri")
+    assert why in item["msg"]
