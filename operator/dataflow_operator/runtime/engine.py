@@ -146,9 +146,9 @@ class Engine:
         """Converge to ``desired``: install new, reinstall changed, drop removed.
 
         A drop returns at once: the dataflow's token is dropped (its jobs cancelled, its
-        sources' marker written) and it is stopped in a thread of its own, reported as ``dropping``
-        until its last task has ended. A reinstall (or a name added again) waits for the
-        old run to be gone, since both use the same checkpoint.
+        sources' marker written) and it is stopped in a thread of its own, reported as
+        ``dropping`` until its last task has ended. A reinstall (or a name added again)
+        waits for the old run to be gone, since both use the same checkpoint.
         """
         with self._lock:
             wanted = {d.name: d for d in desired.dataflows}
