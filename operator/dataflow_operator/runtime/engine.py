@@ -85,7 +85,7 @@ class EngineConfig:
     state_partitions: int = 2
     """Partitions of a new dataflow's state (a checkpoint keeps the number it began with)."""
     spark_log_level: str = "ERROR"
-    """Spark's log level outside of quiet shutdowns."""
+    """Unused since shutdowns no longer mute Spark (quiet per dataflow token); kept for callers."""
 
     @property
     def expiration(self) -> Timestamp | None:
