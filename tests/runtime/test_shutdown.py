@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from tests.runtime.shutdown_scenarios import (
 
 from dataflow_operator.runtime.engine import dataflows_from
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.token import Token, active_tasks
+from dataflow_operator.runtime.token import Token, TokenDropped, active_tasks
 
 pytestmark = pytest.mark.spark
 
@@ -55,7 +56,11 @@ def spark_errors(spark: SparkSession) -> Iterator[Any]:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", ["cross", "snapshot", "recursion"])
 def test_a_busy_dataflow_dropped_stops_quietly_while_its_sibling_advances(
-    spark: SparkSession, tmp_path: Path, kind: str, spark_errors: Any
+    spark: SparkSession,
+    tmp_path: Path,
+    kind: str,
+    spark_errors: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     with (
         structlog.testing.capture_logs() as logs,
@@ -102,7 +107,22 @@ def test_a_busy_dataflow_dropped_stops_quietly_while_its_sibling_advances(
         assert engine.report().shutdowns.total == 1  # type: ignore[union-attr]
     errors = [entry for entry in logs if entry["log_level"] == "error"]
     assert errors == [], errors
+    stdlib = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert stdlib == [], stdlib  # py4j reports failed callbacks through logging
     assert str(spark_errors.toString()) == ""
+
+
+def test_py4j_reports_only_callbacks_failed_for_other_reasons(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    py4j = logging.getLogger("py4j.clientserver")
+    for error in (TokenDropped("dataflow-gone"), ValueError("a real bug")):
+        try:
+            raise error
+        except Exception:
+            py4j.exception("There was an exception while executing the Python Proxy")
+    failures = [r.exc_info[1] for r in caplog.records if r.exc_info]
+    assert [type(e) for e in failures] == [ValueError]
 
 
 def test_errors_are_quiet_only_for_a_dropped_token() -> None:

@@ -367,7 +367,7 @@ class Engine:
             log.info("dataflow dropped", dataflow=name)
             return
         running = entry.running
-        running.token.drop(self.spark)
+        running.token.drop()  # at once; its jobs are cancelled once its query is stopping
         done = threading.Event()
         with self._drops_lock:
             self._dropping[name] = (running, done)

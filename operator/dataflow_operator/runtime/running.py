@@ -27,7 +27,7 @@ from dataflow_operator.runtime.general import Recompute
 from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets, offsets_of
 from dataflow_operator.runtime.sink import write_batch
-from dataflow_operator.runtime.token import Token, active_tasks
+from dataflow_operator.runtime.token import Token, TokenDropped, active_tasks
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
 
@@ -136,7 +136,7 @@ class RunningDataflow:
             self.spark.conf.set(CHANGELOG_CHECKPOINTING, "true")
             writer = (
                 built.frame.writeStream.queryName(self.tag)
-                .foreachBatch(self._sink)
+                .foreachBatch(self._batch)
                 .option("checkpointLocation", self.settings.layout.checkpoint.uri)
             )
             with self.token.scope(self.spark, f"dataflow {self.name}"):
@@ -196,11 +196,18 @@ class RunningDataflow:
         deadline = wall.monotonic() + timeout
         query = self.query
         run_id = str(query.runId) if query is not None else None
+        self.token.drop()  # at once: its sources stop, its loops and errors know
+        self.hydration.stop()
+        # query.stop() marks the query terminated, then waits for its thread: only then
+        # are its jobs cancelled, so Spark sees their failure as the stop's, not an error.
+        stopping = threading.Thread(target=self._stop_query, name=f"stop-{self.name}")
+        stopping.start()
+        while query is not None and query.isActive and wall.monotonic() < deadline:
+            wall.sleep(0.01)
         self.token.drop(self.spark)
         if run_id is not None:
             Token.cancel(self.spark, run_id)  # the streaming query's own job group
-        self.hydration.stop()
-        self._stop_query()
+        stopping.join(max(0.0, deadline - wall.monotonic()))
         groups = [self.token.group] if run_id is None else [self.token.group, run_id]
         while wall.monotonic() < deadline:
             if not active_tasks(self.spark, groups):
@@ -219,6 +226,15 @@ class RunningDataflow:
             self.query = None
 
     # --- the sink -------------------------------------------------------------------
+
+    def _batch(self, frame: DataFrame, batch: int) -> None:
+        """The sink; once dropped, its failure is the drop's (:class:`TokenDropped`)."""
+        try:
+            self._sink(frame, batch)
+        except Exception as error:
+            if self.token.dropped:
+                raise TokenDropped(self.tag) from error
+            raise
 
     def _upper(self, batch: int) -> int:
         metadata, sources = offsets_of(self.settings.layout.checkpoint, batch)

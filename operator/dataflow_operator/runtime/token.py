@@ -13,6 +13,7 @@ them at debug level, and at error level otherwise, per token, never by muting Sp
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -34,6 +35,21 @@ _LOCAL_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.in
 
 class TokenDropped(RuntimeError):
     """The work's token was dropped; raised by :meth:`Token.check`."""
+
+
+class _QuietWhenDropped(logging.Filter):
+    """Drops py4j's report of a Python callback that failed because its token was dropped.
+
+    Only :class:`TokenDropped` is filtered, which only a dropped token's work raises: the
+    same logger still reports every other callback error.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, TokenDropped)
+
+
+logging.getLogger("py4j.clientserver").addFilter(_QuietWhenDropped())
 
 
 class Token:
@@ -77,7 +93,7 @@ class Token:
                 context.setLocalProperty(key, value)  # type: ignore[arg-type]  # None clears
 
     def drop(self, spark: SparkSession | None = None) -> None:
-        """Mark dropped, write the marker, cancel the jobs (now and to come)."""
+        """Mark dropped, write the marker; with ``spark``, cancel the jobs (now and to come)."""
         if not self._dropped.is_set():
             self.dropped_at = time.monotonic()
             self._dropped.set()
