@@ -8,10 +8,10 @@ run, and prints:
 
 - ``apply``: how long ``PUT /dataflows`` (``Engine.apply``) took to return;
 - ``gone``: drop → the dataflow left ``GET /status`` (its last task ended);
-- ``idle``: drop → the CPU of the Spark JVM and its Python workers, read from
-  ``/proc/<pid>/stat`` (not self-reported), fell to the sibling-only baseline
-  (+0.25 core; the baseline is measured after the dropped dataflow left) for a 300 ms
-  window;
+- ``idle``: drop → the CPU of the Spark JVM and its descendants (executors, Python
+  workers), read from ``/proc/<pid>/stat`` (not self-reported), fell below 0.25 core
+  over a 300 ms window; no new step starts from the drop until then, so the sibling's
+  batches do not count (a step already running finishes);
 - whether the sibling's frontier kept advancing after the drop.
 
 Run from the repository root: ``.venv/bin/python bench/shutdown.py``.
@@ -43,6 +43,8 @@ from dataflow_operator.runtime.session import spark_session
 
 TICK = os.sysconf("SC_CLK_TCK")
 WINDOW = 0.3
+IDLE = 0.25
+"""Cores below which the Spark processes count as idle (idle queries still poll)."""
 
 
 def _cpu_seconds(root: int) -> float:
@@ -88,6 +90,7 @@ def _scenario(spark: Any, jvm_pid: int, kind: str, rows: int) -> None:
         time.sleep(2)
         busy = _rate(jvm_pid, 1.0)
         before = running.frontier(SIBLING)
+        running.paused.set()  # no new step: the CPU left is the heavy one's (and idle polls)
         dropped_at = time.monotonic()
         engine.apply(dataflows_from([(SIBLING, running.specs[SIBLING])]))
         applied = time.monotonic() - dropped_at
@@ -98,12 +101,14 @@ def _scenario(spark: Any, jvm_pid: int, kind: str, rows: int) -> None:
             samples.append((start, _rate(jvm_pid)))
             if gone is None and all(d.name != HEAVY for d in engine.report().dataflows):
                 gone = time.monotonic() - dropped_at
-            if gone is not None and start > gone + 3:
+            if gone is not None and samples[-1][1] <= IDLE:
                 break
-        # Sibling-only CPU: the windows after the dataflow was gone.
-        after = [rate for start, rate in samples if gone is not None and start > gone + 1]
-        baseline = statistics.median(after) if after else 0.0
-        idle = next((start for start, rate in samples if rate <= baseline + 0.25), None)
+        idle = None  # the start of the last run of idle windows
+        for start, rate in reversed(samples):
+            if rate > IDLE:
+                break
+            idle = start
+        running.paused.clear()
         deadline = time.monotonic() + 60
         while running.frontier(SIBLING) <= before and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -111,7 +116,7 @@ def _scenario(spark: Any, jvm_pid: int, kind: str, rows: int) -> None:
         errors = [e for e in engine.report().dataflows if e.last_error]
         print(
             f"{kind:10s} rows={rows:<10d} busy={busy:4.2f} cores "
-            f"baseline={baseline:4.2f} cores apply={applied:6.3f}s "
+            f"apply={applied:6.3f}s "
             f"gone={_fmt(gone)} idle={_fmt(idle)} "
             f"sibling_advanced={advanced} errors={len(errors)}",
             flush=True,

@@ -96,12 +96,17 @@ class Replica:
     engine: Engine
     specs: dict[str, DataflowSpec] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
+    paused: threading.Event = field(default_factory=threading.Event)
+    """While set, no new step starts (the bench measures the CPU without the sibling)."""
     errors: list[BaseException] = field(default_factory=list)
 
     def loop(self) -> None:
         step = 0
         try:
             while not self.stop.is_set():
+                if self.paused.is_set():
+                    time.sleep(0.05)
+                    continue
                 self.engine.step(T + step * DAY)
                 step += 1
                 time.sleep(0.05)
