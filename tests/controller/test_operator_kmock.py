@@ -369,6 +369,31 @@ async def test_delete_waits_for_the_replica_then_times_out_with_an_event(
     assert "r1" in events[0]["message"]
 
 
+async def test_delete_waits_while_the_replica_reports_dropping_then_completes(
+    cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
+) -> None:
+    await start_operator(DATAFLOW_DELETE_TIMEOUT="60s")
+    await cluster.create("replicas", replica_body(address=fake_replica.address))
+    await make_ready(cluster, "r1-driver-1")
+    await cluster.create("dataflows", dataflow_body("slow", [TABLE], "SELECT content FROM events"))
+    await wait_for(lambda: _value("slow" in fake_replica.installed))
+    # Dropped, but its Spark work is still stopping: the replica reports it as dropping.
+    fake_replica.keep.add("slow")
+    fake_replica.reports["slow"] = DataflowReport(name="slow", dropping=True)
+    await cluster.api.delete(KubeApi.custom("default", "dataflows", "slow"))
+    await wait_for(
+        lambda: _value(len(fake_replica.puts) >= 2 and not fake_replica.puts[-1].dataflows)
+    )
+    await asyncio.sleep(3)
+    assert await cluster.get("dataflows", "slow") is not None  # "dropping" is not "gone"
+    assert await _events(cluster, "slow", "Dropped") == []
+    fake_replica.keep.discard("slow")  # its last task ended: it leaves the report
+    fake_replica.installed.pop("slow", None)
+    await wait_for(lambda: _none(cluster.get("dataflows", "slow")), timeout=15)
+    assert await wait_for(lambda: _events(cluster, "slow", "Dropped"))
+    assert await _events(cluster, "slow", "DropTimedOut") == []
+
+
 async def test_new_replica_gets_every_dataflow_and_a_deleted_one_leaves_status(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from dataflow_operator.api.dataflow import NodeStatus
 from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
-from dataflow_operator.runtime.metrics import render_metrics
+from dataflow_operator.runtime.metrics import ShutdownHistogram, render_metrics
 
 parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client parses")
 
@@ -69,3 +69,25 @@ def test_an_empty_replica_still_renders() -> None:
     samples = _samples(text)
     assert samples[("dataflow_replica_dataflows", ())] == 0
     assert text.endswith("\n")
+
+
+def test_shutdown_durations_render_as_a_prometheus_histogram() -> None:
+    histogram = ShutdownHistogram()
+    for seconds in (0.05, 0.3, 0.3, 1.5, 120.0):
+        histogram.observe(seconds)
+    report = ReplicaReport(
+        start_time=0,
+        phase=ReplicaPhase.RUNNING,
+        dataflows=[DataflowReport(name="going", dropping=True)],
+        shutdowns=histogram.model(),
+    )
+    samples = _samples(render_metrics(report, 1000, {"replica": "r1"}))
+    name = "dataflow_shutdown_duration_seconds"
+    bucket = {
+        le: samples[(f"{name}_bucket", (("le", le), ("replica", "r1")))]
+        for le in ("0.1", "0.5", "1.0", "2.0", "60.0", "+Inf")
+    }
+    assert bucket == {"0.1": 1, "0.5": 3, "1.0": 3, "2.0": 4, "60.0": 4, "+Inf": 5}
+    assert samples[(f"{name}_count", (("replica", "r1"),))] == 5
+    assert samples[(f"{name}_sum", (("replica", "r1"),))] == pytest.approx(122.15)
+    assert samples[("dataflow_dropping", (("dataflow", "going"), ("replica", "r1")))] == 1

@@ -27,6 +27,7 @@ __all__ = [
     "PeekResult",
     "ReplicaPhase",
     "ReplicaReport",
+    "ShutdownDurations",
 ]
 
 PROTOCOL_VERSION = "v1"
@@ -91,6 +92,20 @@ class DataflowReport(ApiModel):
     state_bytes: int = Field(default=0, ge=0, description="Bytes of Spark state.")
     expired: bool = Field(default=False, description="Stopped at its expiration.")
     last_error: str | None = Field(default=None, description="The last error, if failing.")
+    dropping: bool = Field(
+        default=False,
+        description="Dropped, and some of its Spark work is still stopping; it leaves the "
+        "report once its last task has ended.",
+    )
+
+
+class ShutdownDurations(ApiModel):
+    """A histogram of how long dataflows took to stop, from the drop to their last task."""
+
+    bounds: list[float] = Field(description="Upper bounds of the buckets (seconds).")
+    counts: list[int] = Field(description="Drops per bucket, cumulative (le), same order.")
+    total: int = Field(default=0, ge=0, description="Drops measured.")
+    sum_seconds: float = Field(default=0.0, ge=0, description="Their summed duration.")
 
 
 class ReplicaReport(ApiModel):
@@ -101,6 +116,9 @@ class ReplicaReport(ApiModel):
     expiration: int | None = Field(default=None, description="Replica expiration (epoch ms).")
     phase: ReplicaPhase = Field(description="The runtime's phase.")
     dataflows: list[DataflowReport] = Field(default_factory=list, description="Dataflows.")
+    shutdowns: ShutdownDurations | None = Field(
+        default=None, description="How long dropped dataflows took to stop."
+    )
 
 
 class PeekResult(ApiModel):

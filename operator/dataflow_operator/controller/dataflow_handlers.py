@@ -102,6 +102,8 @@ def dataflow_deleted(
 ) -> None:
     """Drop from every replica; wait for them to confirm, up to the delete timeout.
 
+    A replica confirms once the dataflow is gone from its report: while its Spark work is
+    still stopping it is reported (as ``dropping``), and the finalizer keeps waiting.
     Raises :class:`kopf.TemporaryError` while some ready replica still reports it.
     """
     cluster = _cluster(body)

@@ -431,7 +431,7 @@ async def _sync(
         return config.status_poll_interval.millis
     rt.ready, rt.control_error, rt.report_pod = True, None, status.driver_pod
     _mark_report(state, rt, namespace, report)
-    installed = {d.name for d in report.dataflows}
+    installed = {d.name for d in report.dataflows if not d.dropping}  # dropping: on its way out
     if installed != {d.name for d in view.desired.dataflows}:
         rt.applied = None  # the replica lost or kept something: send the full set again
     rt.next_poll_at = now_ms() + config.status_poll_interval.millis

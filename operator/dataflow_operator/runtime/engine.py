@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time as wall
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,13 @@ from dataflow_operator.runtime.clock import ClockFile, TickPlan
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.expiry import expiration_of, last_refresh_at_or_before
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
-from dataflow_operator.runtime.running import BatchOutput, DataflowSettings, RunningDataflow
+from dataflow_operator.runtime.metrics import ShutdownHistogram
+from dataflow_operator.runtime.running import (
+    DROPPED_MARKER,
+    BatchOutput,
+    DataflowSettings,
+    RunningDataflow,
+)
 from dataflow_operator.runtime.service import (
     BatchListener,
     Changelog,
@@ -54,6 +61,9 @@ __all__ = ["Engine", "EngineConfig", "dataflows_from", "expired_message", "write
 log = get_logger(__name__)
 
 KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+RECURSION_LOCAL_RELATION = "spark.sql.cteRecursionAnchorRowsLimitToConvertToLocalRelation"
+CLOSE_TIMEOUT = 10.0
+"""How long closing the engine waits for the dataflows' Spark work to stop."""
 
 
 def expired_message(now: Timestamp, expiration: Timestamp) -> str:
@@ -75,7 +85,7 @@ class EngineConfig:
     state_partitions: int = 2
     """Partitions of a new dataflow's state (a checkpoint keeps the number it began with)."""
     spark_log_level: str = "ERROR"
-    """Spark's log level outside of quiet shutdowns."""
+    """Unused since shutdowns no longer mute Spark (quiet per dataflow token); kept for callers."""
 
     @property
     def expiration(self) -> Timestamp | None:
@@ -115,8 +125,14 @@ class Engine:
         self._applied = False
         self._lock = threading.RLock()
         self._step_lock = threading.Lock()
+        self._drops_lock = threading.Lock()
+        self._dropping: dict[str, tuple[RunningDataflow, threading.Event]] = {}
+        self.shutdowns = ShutdownHistogram()
         self._listeners: list[BatchListener] = []
         spark.conf.set("spark.sql.streaming.pollingDelay", "50ms")
+        # A recursion's iterations run as jobs (not local relations in the driver), so
+        # cancelling its job group and future jobs ends even a divergent one.
+        spark.conf.set(RECURSION_LOCAL_RELATION, "0")
         self.state = config.state
         self.state.make_dirs()
 
@@ -127,7 +143,13 @@ class Engine:
         return self._applied
 
     def apply(self, desired: DesiredDataflows) -> InstallResult:
-        """Converge to ``desired``: install new, reinstall changed, drop removed."""
+        """Converge to ``desired``: install new, reinstall changed, drop removed.
+
+        A drop returns at once: the dataflow's token is dropped (its jobs cancelled, its
+        sources' marker written) and it is stopped in a thread of its own, reported as
+        ``dropping`` until its last task has ended. A reinstall (or a name added again)
+        waits for the old run to be gone, since both use the same checkpoint.
+        """
         with self._lock:
             wanted = {d.name: d for d in desired.dataflows}
             result = InstallResult()
@@ -149,6 +171,7 @@ class Engine:
                     continue
                 if entry is not None:
                     self._drop(name)
+                self._await_drop(name)  # the same checkpoint: the old run must be gone
                 layout = self._layout(name, wanted[name].spec)
                 if upstream_restarted or self._spec_changed(layout, wanted[name].spec):
                     restarted.add(name)  # its output starts over: so do its readers
@@ -180,11 +203,15 @@ class Engine:
                         name=name, generation=entry.desired.generation, last_error=entry.error
                     )
                 reports.append(report)
+            with self._drops_lock:
+                dropping = [r for n, (r, _) in self._dropping.items() if n not in self._entries]
+            reports += [running.dropping_report() for running in dropping]
             return ReplicaReport(
                 start_time=self.config.start_time,
                 expiration=self.config.expiration,
                 phase=self.phase,
                 dataflows=reports,
+                shutdowns=self.shutdowns.model(),
             )
 
     def peek(self, name: str) -> PeekResult:
@@ -302,14 +329,17 @@ class Engine:
         entry = self._entries.get(name)
         return entry.running if entry else None
 
-    def close(self) -> None:
-        """Stop every query."""
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Stop every query: drop them all at once, wait up to ``timeout`` for their work."""
         with self._lock:
             self.phase = self.phase if self.phase is ReplicaPhase.EXPIRED else ReplicaPhase.STOPPING
             for name in reversed(self._order):
-                entry = self._entries.get(name)
-                if entry is not None and entry.running is not None:
-                    entry.running.stop()
+                self._drop(name)
+        with self._drops_lock:
+            waiting = [done for _, done in self._dropping.values()]
+        deadline = wall.monotonic() + timeout
+        for done in waiting:
+            done.wait(max(0.0, deadline - wall.monotonic()))
 
     # --- installing -----------------------------------------------------------------
 
@@ -331,10 +361,43 @@ class Engine:
             return []
 
     def _drop(self, name: str) -> None:
+        """Drop at once (token, marker, jobs); stop the rest in the background."""
         entry = self._entries.pop(name, None)
-        if entry is not None and entry.running is not None:
-            entry.running.stop()
-        log.info("dataflow dropped", dataflow=name)
+        if entry is None or entry.running is None:
+            log.info("dataflow dropped", dataflow=name)
+            return
+        running = entry.running
+        running.token.drop()  # at once; its jobs are cancelled once its query is stopping
+        done = threading.Event()
+        with self._drops_lock:
+            self._dropping[name] = (running, done)
+        threading.Thread(
+            target=self._stop_dropped, args=(name, running, done), name=f"drop-{name}", daemon=True
+        ).start()
+
+    def _stop_dropped(self, name: str, running: RunningDataflow, done: threading.Event) -> None:
+        try:
+            complete = running.stop()
+        except Exception as error:  # never leave it "dropping" forever
+            complete = False
+            log.debug("stop", dataflow=name, error=one_line(error))
+        dropped_at = running.token.dropped_at or wall.monotonic()
+        seconds = wall.monotonic() - dropped_at
+        self.shutdowns.observe(seconds)
+        with self._drops_lock:
+            if self._dropping.get(name, (None,))[0] is running:
+                del self._dropping[name]
+        done.set()
+        if complete:
+            log.info("dataflow dropped", dataflow=name, seconds=round(seconds, 3))
+        else:
+            log.warning("dataflow dropped; some of its tasks outlived the wait", dataflow=name)
+
+    def _await_drop(self, name: str) -> None:
+        with self._drops_lock:
+            dropping = self._dropping.get(name)
+        if dropping is not None:
+            dropping[1].wait()
 
     def _install(self, catalog: Catalog, desired: DesiredDataflow) -> str | None:
         name, spec = desired.name, desired.spec
@@ -372,6 +435,8 @@ class Engine:
             recorded = int(previous[1][0].get("until", -1))
             previous_until = None if recorded < 0 else recorded
         inputs = [self._source_input(name, layout, source, until) for source in spec.sources]
+        marker = {"dropped_marker": layout.root.child(DROPPED_MARKER).uri}  # sources stop on it
+        inputs = [SourceInput(i.name, i.data_ddl, {**i.options, **marker}) for i in inputs]
         built = build_dataflow(
             self.spark,
             spec.sql,
@@ -393,7 +458,6 @@ class Engine:
             settings,
             self.on_output if spec.kind is DataflowKindField.SUBSCRIBE else None,
             state_partitions=self.config.state_partitions,
-            log_level=self.config.spark_log_level,
         )
         running.start(built)
         return running

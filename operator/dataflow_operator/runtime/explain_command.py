@@ -96,10 +96,14 @@ def explain_dataflow(
     """The numbered physical plan of dataflow ``name``.
 
     Planned in ``spark`` itself: the engine's builder registers its sources' views under
-    a lock and drops them again, and registers its data source once per session.
+    a lock and drops them again, and registers its data source once per session. Any
+    Spark job it starts runs under a token of its own (``explain-<name>``).
     """
-    frame = build(spark, name, catalog)
-    return live_plan(executed_plan(frame), metrics=False).tree
+    from dataflow_operator.runtime.token import Token
+
+    with Token(f"explain-{name}").scope(spark, f"explain {name}"):
+        frame = build(spark, name, catalog)
+        return live_plan(executed_plan(frame), metrics=False).tree
 
 
 def _catalogs(dataflows: Sequence[Dataflow]) -> dict[tuple[str, str], Catalog]:

@@ -4,9 +4,15 @@ The streaming query carries every input's updates as one changelog (``__input``,
 as JSON in ``__row``, ``__time``, ``__diff``), so Spark's offsets, checkpoint and
 watermark govern it like any other dataflow. Its sink hands each batch to
 :class:`Recompute`, which appends the updates to the dataflow's input history, and for
-every time the batch changed runs the query (a Spark batch query, under the dataflow's
-job group) over the inputs consolidated at that time, and emits the difference from the
+every time the batch changed runs the query (a Spark batch query under the dataflow's
+token) over the inputs consolidated at that time, and emits the difference from the
 previous result: ``(row, t, new count - old count)``.
+
+Dropping stops it promptly: the per-time loop checks the token; the inputs are
+parallelized collections, whose iterators check for interruption on every input row, so
+even a cartesian or nested-loop join's task ends soon after its job is cancelled (its own
+loops do not check, SPARK-33409); a recursion's iterations are jobs (see the engine's
+``RECURSION_LOCAL_RELATION``) that the token's cancel of future jobs ends.
 
 Files (runtime-owned, idempotent per batch id so a replayed batch gives the same
 answer): ``inputs/part-<batch>.parquet`` and ``results/result-<batch>.parquet``.
@@ -27,6 +33,7 @@ from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.token import Token
 
 __all__ = ["INPUT", "ROW", "Recompute", "inputs_changelog"]
 
@@ -82,9 +89,18 @@ class Recompute:
         self.output = output
         self.work_dir = work_dir
         self.views_lock = views_lock
+        self.token: Token | None = None
+        """The dataflow's token (set by its runner): its jobs' scope, checked per time."""
 
     def __call__(self, updates: pa.Table, batch: int) -> pa.Table:
         """Record ``updates`` (batch ``batch``); the output updates they cause."""
+        if self.token is None:
+            return self._recompute(updates, batch)
+        self.token.check()
+        with self.token.scope(self.spark, f"{self.token.tag} batch {batch}"):
+            return self._recompute(updates, batch)
+
+    def _recompute(self, updates: pa.Table, batch: int) -> pa.Table:
         columns = [f.name for f in self.output.fields]
         if updates.num_rows:
             self.work_dir.child("inputs", f"part-{batch:012d}.parquet").write_parquet(updates)
@@ -100,6 +116,8 @@ class Recompute:
         ).to_pandas()
         emitted: list[dict[str, Any]] = []
         for time in sorted(set(pc.unique(updates[TIME]).to_pylist())):
+            if self.token is not None:
+                self.token.check()
             current = self._evaluate(history[history[TIME] <= time])
             emitted += _difference(previous, current, columns, int(time))
             previous = current

@@ -2,17 +2,25 @@
 
 Pure: :func:`render_metrics` turns a :class:`ReplicaReport` and the current time into
 text; the control API serves it. Times are in seconds, as Prometheus prefers.
+:class:`ShutdownHistogram` counts how long drops took (the report carries it).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
+from dataflow_operator.api.protocol import (
+    DataflowReport,
+    ReplicaPhase,
+    ReplicaReport,
+    ShutdownDurations,
+)
 
-__all__ = ["CONTENT_TYPE", "METRICS", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "METRICS", "SHUTDOWN_BUCKETS", "ShutdownHistogram", "render_metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -51,8 +59,51 @@ METRICS = {
     "state_bytes": _Metric("dataflow_state_bytes", "Bytes of Spark state."),
     "expired": _Metric("dataflow_expired", "1 once the dataflow stopped at its expiration."),
     "failing": _Metric("dataflow_failing", "1 while the dataflow reports an error."),
+    "dropping": _Metric("dataflow_dropping", "1 while a dropped dataflow's work is stopping."),
+    "shutdown": _Metric(
+        "dataflow_shutdown_duration_seconds",
+        "Time from a dataflow's drop to its last Spark task ending.",
+        "histogram",
+    ),
 }
 """Every metric served, by key: name and help text."""
+
+
+SHUTDOWN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+"""Upper bounds (seconds) of the shutdown-duration histogram's buckets (+Inf implied)."""
+
+
+class ShutdownHistogram:
+    """Drop durations, counted into :data:`SHUTDOWN_BUCKETS` (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._counts = [0] * len(SHUTDOWN_BUCKETS)
+        self._total = 0
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        """Count one drop that took ``seconds``."""
+        with self._lock:
+            index = bisect.bisect_left(SHUTDOWN_BUCKETS, seconds)
+            if index < len(self._counts):
+                self._counts[index] += 1
+            self._total += 1
+            self._sum += max(0.0, seconds)
+
+    def model(self) -> ShutdownDurations:
+        """The histogram with cumulative counts, as the report carries it."""
+        with self._lock:
+            cumulative, running = [], 0
+            for count in self._counts:
+                running += count
+                cumulative.append(running)
+            return ShutdownDurations(
+                bounds=list(SHUTDOWN_BUCKETS),
+                counts=cumulative,
+                total=self._total,
+                sum_seconds=self._sum,
+            )
 
 
 def _escape(value: str) -> str:
@@ -87,6 +138,18 @@ def _dataflow_samples(flow: DataflowReport, now_ms: int) -> Iterable[tuple[str, 
     yield "state_bytes", float(flow.state_bytes)
     yield "expired", float(flow.expired)
     yield "failing", float(flow.last_error is not None)
+    yield "dropping", float(flow.dropping)
+
+
+def _histogram(name: str, labels: dict[str, str], durations: ShutdownDurations) -> list[str]:
+    lines = [
+        _sample(f"{name}_bucket", {**labels, "le": repr(float(bound))}, count)
+        for bound, count in zip(durations.bounds, durations.counts, strict=True)
+    ]
+    lines.append(_sample(f"{name}_bucket", {**labels, "le": "+Inf"}, durations.total))
+    lines.append(_sample(f"{name}_sum", labels, durations.sum_seconds))
+    lines.append(_sample(f"{name}_count", labels, durations.total))
+    return lines
 
 
 def render_metrics(report: ReplicaReport, now_ms: int, labels: dict[str, str] | None = None) -> str:
@@ -108,6 +171,8 @@ def render_metrics(report: ReplicaReport, now_ms: int, labels: dict[str, str] | 
         flow_labels = {**common, "dataflow": flow.name}
         for key, value in _dataflow_samples(flow, now_ms):
             samples[key].append(_sample(METRICS[key].name, flow_labels, value))
+    if report.shutdowns is not None:
+        samples["shutdown"] = _histogram(METRICS["shutdown"].name, common, report.shutdowns)
     lines: list[str] = []
     for key, metric in METRICS.items():
         if not samples[key]:

@@ -23,9 +23,11 @@ from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.build import BuiltDataflow
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
 from dataflow_operator.runtime.errors import is_data_error, one_line
+from dataflow_operator.runtime.general import Recompute
 from dataflow_operator.runtime.hydration import DataflowHydration
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets, offsets_of
 from dataflow_operator.runtime.sink import write_batch
+from dataflow_operator.runtime.token import Token, TokenDropped, active_tasks
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
 
@@ -36,6 +38,10 @@ CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheck
 QUERY_CONF = (SHUFFLE_PARTITIONS, CHANGELOG_CHECKPOINTING)
 RETRIES = 2
 """Restarts of a query that failed for a reason other than its data."""
+STOP_TIMEOUT = 60.0
+"""How long a drop waits for the dataflow's last task before it gives up waiting."""
+DROPPED_MARKER = "dropped"
+"""The token's marker file, in the dataflow's state directory (its sources look for it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +89,9 @@ class RunningDataflow:
         on_output: Callable[[BatchOutput], None] | None = None,
         *,
         state_partitions: int = 2,
-        log_level: str = "ERROR",
     ) -> None:
         self.spark = spark
         self.state_partitions = state_partitions
-        self.log_level = log_level
         self.settings = settings
         self.store = ChangelogStore(settings.layout.changelog)
         self.on_output = on_output
@@ -97,6 +101,7 @@ class RunningDataflow:
         self.status = _Status()
         self._installed_at = wall.monotonic()
         self.hydration = DataflowHydration(settings.name)  # plan nodes' hydration
+        self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
 
     @property
@@ -114,15 +119,14 @@ class RunningDataflow:
     def start(self, built: BuiltDataflow) -> None:
         """Start the streaming query under the dataflow's cancellation scope."""
         self.built = built
+        if isinstance(built.transform, Recompute):
+            built.transform.token = self.token
         recorded = self.store.read_upper()
         if recorded is not None:
             self.status.frontier = Frontier.at(recorded.upper)
         self._start_query(built)
 
     def _start_query(self, built: BuiltDataflow) -> None:
-        context = self.spark.sparkContext
-        context.setJobGroup(self.tag, f"dataflow {self.name}", interruptOnCancel=True)
-        context.addJobTag(self.tag)
         # The query clones the session's conf when it starts: its state partitions (fixed
         # by the checkpoint once created) and RocksDB's changelog checkpointing (commits
         # write a small changelog instead of syncing snapshot files every batch).
@@ -132,33 +136,27 @@ class RunningDataflow:
             self.spark.conf.set(CHANGELOG_CHECKPOINTING, "true")
             writer = (
                 built.frame.writeStream.queryName(self.tag)
-                .foreachBatch(self._sink)
+                .foreachBatch(self._batch)
                 .option("checkpointLocation", self.settings.layout.checkpoint.uri)
             )
-            self.query = writer.start()
+            with self.token.scope(self.spark, f"dataflow {self.name}"):
+                self.query = writer.start()
         finally:
             for key, value in saved.items():
                 if value is None:
                     self.spark.conf.unset(key)
                 else:
                     self.spark.conf.set(key, value)
-            context.removeJobTag(self.tag)
-            for key in (
-                "spark.jobGroup.id",
-                "spark.job.description",
-                "spark.job.interruptOnCancel",
-            ):
-                context.setLocalProperty(key, None)  # type: ignore[arg-type]  # None clears
 
     def begin(self, time: Timestamp) -> None:
         """Note the first time this run processes (the snapshot time, ``as_of``)."""
         if self.status.as_of is None:
             self.status.as_of = time
-            self.hydration.begin(self.query, Frontier.at(time), [self.tag])
+            self.hydration.begin(self.query, Frontier.at(time), [self.token.group])
 
     def catch_up(self) -> None:
         """Block until the query has processed everything its sources offer now."""
-        if self.query is None or self.failed:
+        if self.query is None or self.failed or self.token.dropped:
             return
         for attempt in range(RETRIES + 1):
             try:
@@ -166,6 +164,9 @@ class RunningDataflow:
                 break
             except Exception as error:
                 message = one_line(error)
+                if self.token.dropped:
+                    self.fail(message)  # the drop's own error: not a failure
+                    return
                 if attempt == RETRIES or is_data_error(error) or self.built is None:
                     self.fail(message)
                     break
@@ -179,30 +180,61 @@ class RunningDataflow:
         self._read_progress()
 
     def fail(self, message: str) -> None:
-        """Record the dataflow's error; it stops, the others keep running."""
-        self.status.last_error = message
-        log.error("dataflow failed", dataflow=self.name, error=message)
+        """Record the dataflow's error; it stops, the others keep running.
 
-    def stop(self) -> None:
-        """Stop the query and cancel its jobs, quietly."""
+        An error caused by the dataflow's own drop is not a failure (and no error log).
+        """
+        self.token.log_failure("dataflow failed", dataflow=self.name, error=message)
+        if not self.token.dropped:
+            self.status.last_error = message
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> bool:
+        """Drop the token, stop the query, wait for its tasks; False if some outlived ``timeout``.
+
+        Blocks: the engine calls it in a thread of its own.
+        """
+        deadline = wall.monotonic() + timeout
+        query = self.query
+        run_id = str(query.runId) if query is not None else None
+        self.token.drop()  # at once: its sources stop, its loops and errors know
         self.hydration.stop()
-        self._stop_query()
+        # query.stop() marks the query terminated, then waits for its thread: only then
+        # are its jobs cancelled, so Spark sees their failure as the stop's, not an error.
+        stopping = threading.Thread(target=self._stop_query, name=f"stop-{self.name}")
+        stopping.start()
+        while query is not None and query.isActive and wall.monotonic() < deadline:
+            wall.sleep(0.01)
+        self.token.drop(self.spark)
+        if run_id is not None:
+            Token.cancel(self.spark, run_id)  # the streaming query's own job group
+        stopping.join(max(0.0, deadline - wall.monotonic()))
+        groups = [self.token.group] if run_id is None else [self.token.group, run_id]
+        while wall.monotonic() < deadline:
+            if not active_tasks(self.spark, groups):
+                return True
+            wall.sleep(0.02)
+        return False
 
     def _stop_query(self) -> None:
         if self.query is None:
             return
-        context = self.spark.sparkContext
-        context.setLogLevel("OFF")  # stopping mid-commit logs CANNOT_WRITE_STATE_STORE
         try:
             self.query.stop()
-            context.cancelJobsWithTag(self.tag)
         except Exception as error:
             log.debug("stop", dataflow=self.name, error=one_line(error))
         finally:
-            context.setLogLevel(self.log_level)
             self.query = None
 
     # --- the sink -------------------------------------------------------------------
+
+    def _batch(self, frame: DataFrame, batch: int) -> None:
+        """The sink; once dropped, its failure is the drop's (:class:`TokenDropped`)."""
+        try:
+            self._sink(frame, batch)
+        except Exception as error:
+            if self.token.dropped:
+                raise TokenDropped(self.tag) from error
+            raise
 
     def _upper(self, batch: int) -> int:
         metadata, sources = offsets_of(self.settings.layout.checkpoint, batch)
@@ -283,6 +315,17 @@ class RunningDataflow:
         """The state operators of the last progress, as Spark reports them."""
         progress = self.query.lastProgress if self.query is not None else None
         return list(progress.get("stateOperators", [])) if progress else []
+
+    def dropping_report(self) -> DataflowReport:
+        """The report of a dropped dataflow whose work is still stopping (no Spark calls)."""
+        return DataflowReport(
+            name=self.name,
+            generation=self.settings.generation,
+            frontier=self.status.frontier.elements(),
+            expiration=self.settings.expiration,
+            until=self.settings.until.elements(),
+            dropping=True,
+        )
 
     def report(self) -> DataflowReport:
         """The dataflow's report for the control API and the status file."""

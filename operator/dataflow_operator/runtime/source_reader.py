@@ -22,6 +22,7 @@ import csv
 import datetime as dt
 import io
 import json
+import time as wall
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -67,6 +68,18 @@ class SourceOptions:
         self.until = int(options.get("until", str(NO_UNTIL)))
         self.time_column = options.get("time_column", "time")
         self.diff_column = options.get("diff_column", "diff")
+        marker = options.get("dropped_marker")
+        self.dropped_marker = Location.of(marker) if marker else None
+
+    def dropped(self) -> bool:
+        """True once the dataflow was dropped (its token wrote the marker)."""
+        return self.dropped_marker is not None and self.dropped_marker.exists()
+
+
+def _await_cancel() -> None:
+    """Stop emitting and wait for the drop's cancel to kill the task (no error logged)."""
+    wall.sleep(30)
+    raise RuntimeError("dataflow dropped, and its task was not cancelled")
 
 
 class _Chunk(InputPartition):
@@ -182,7 +195,9 @@ class ChangelogReader(DataSourceStreamReader):
         if partition.heartbeat:
             yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
         for file, time, floor in partition.items:
-            for values, own_time, diff in self._updates(file, time):
+            for count, (values, own_time, diff) in enumerate(self._updates(file, time)):
+                if count % 4096 == 0 and self.options.dropped():
+                    _await_cancel()  # emit nothing more; the batch is never committed
                 yield (*values, max(own_time, floor), diff, False, batch_ts)
 
     def _updates(self, file: str, time: int | None) -> Iterator[tuple[tuple[Any, ...], int, int]]:
