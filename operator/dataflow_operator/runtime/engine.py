@@ -195,7 +195,9 @@ class Engine:
         with self._lock:
             reports = []
             for name in self._order:
-                entry = self._entries[name]
+                entry = self._entries.get(name)
+                if entry is None:
+                    continue  # dropped by close(): reported as dropping below
                 if entry.running is not None:
                     report = entry.running.report()
                 else:

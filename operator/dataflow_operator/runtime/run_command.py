@@ -209,9 +209,9 @@ def execute(
     except KeyboardInterrupt:
         code = 130
     finally:
-        engine.close()
         if args.status_file is not None:
-            write_status(engine, args.status_file)
+            write_status(engine, args.status_file)  # the last state, before the queries stop
+        engine.close()
     if engine.expired_at is not None and expiration is not None:
         print(expired_message(engine.expired_at, expiration), file=err)
     return code
