@@ -40,13 +40,16 @@ from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
-from dataflow_operator.logs import configure_logging, get_logger
+from dataflow_operator.logs import configure_logging, console_output, get_logger
+from dataflow_operator.runtime.progress import BatchProgress
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.starting import StartingService
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from dataflow_operator.runtime.engine import Engine
 
 __all__ = ["ConfigError", "ReplicaConfig", "configure", "execute", "run", "start_serving"]
 
@@ -56,6 +59,7 @@ LOCAL_MASTER = "local[*]"
 EXECUTOR_POD_TEMPLATE_CONF = "spark.kubernetes.executor.podTemplateFile"
 DEFAULT_TICK_MS = 1000
 QUIET_LOG_LEVEL = "ERROR"
+CONSOLE_INTERVAL_S = 1.0
 
 
 class ConfigError(ValueError):
@@ -288,7 +292,7 @@ def execute(
         if on_serving is not None:
             on_serving(server)
         plan = TickPlan(start=config.start_time, tick=config.tick_ms, simulated=False)
-        code = engine.run(plan, stop=stop)
+        code = engine.run(plan, stop=stop, after_batch=_console_progress())
         if stop.is_set() and code != injection.EXIT_EXPIRED:
             code = injection.EXIT_OK  # asked to stop: a graceful end, whatever failed before
     finally:
@@ -299,6 +303,14 @@ def execute(
         print(expired_message(engine.expired_at, expiration), file=sys.stderr, flush=True)
     log.info("replica stopped", code=code)
     return code
+
+
+def _console_progress() -> Callable[[Engine], None] | None:
+    """On a terminal, a progress line at most every second (the log has no batch events)."""
+    if not console_output():
+        return None
+    progress = BatchProgress(sys.stderr, console=True, interval=CONSOLE_INTERVAL_S)
+    return lambda engine: progress(engine.report(), engine.now, engine.expired_at is not None)
 
 
 def run(args: argparse.Namespace) -> int:
