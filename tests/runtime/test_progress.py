@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,8 @@ from dataflow_operator.runtime.progress import (
     render_batch,
     render_dataflow,
     render_error,
+    render_hydrating,
+    watch_hydration,
 )
 
 DAY = 86_400_000
@@ -110,3 +113,34 @@ def test_elsewhere_each_batch_is_a_json_event(capsys: pytest.CaptureFixture[str]
         ("batch", 1, {"a": "2026-01-01T00:00:00.000Z"})
     ]
     assert err.getvalue() == ""
+
+
+def test_hydration_between_batches_is_a_line_each_time_nodes_move() -> None:
+    err = io.StringIO()
+    progress = BatchProgress(err, console=True)
+    reports = iter(
+        [
+            _report(DataflowReport(name="j", nodes=_nodes(0, 4))),
+            _report(DataflowReport(name="j", nodes=_nodes(0, 4))),  # no change: no line
+            _report(DataflowReport(name="j", nodes=_nodes(3, 4))),
+            _report(DataflowReport(name="j", nodes=_nodes(4, 4), hydrated=True)),  # done
+        ]
+    )
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def report() -> ReplicaReport:
+        seen.append(1)
+        try:
+            return next(reports)
+        except StopIteration:
+            stop.set()
+            return _report(DataflowReport(name="j", nodes=_nodes(4, 4), hydrated=True))
+
+    watch_hydration(progress, report, stop, interval=0.01).join(timeout=10)
+    assert len(seen) == 5
+    assert err.getvalue().splitlines() == [
+        "hydrating  j [··········] 0/4",
+        "hydrating  j [#######···] 3/4",
+    ]
+    assert render_hydrating(_report(DataflowReport(name="j", hydrated=True))) is None

@@ -7,6 +7,11 @@ frontier, and while it hydrates, its plan nodes done / total with a small bar::
     batch 3  2026-01-03T00:00:00.000Z  last-30-days → 2026-01-03T00:00:00.000Z
     batch 1  2026-01-01T00:00:00.000Z  joined → 2026-01-01T00:00:00.000Z hydrating [####······] 2/5
 
+While a batch hydrates a dataflow (its first batch can take long), a watcher thread
+(:func:`watch_hydration`) prints a line each time more of its nodes are hydrated::
+
+    hydrating  joined [####······] 2/5
+
 A dataflow's error gets a line of its own, once. One line per batch (not a line redrawn in
 place) stays readable when the changelog lines of stdout are interleaved on the same
 terminal. Elsewhere (a container's log) each batch is one JSON log event instead.
@@ -15,6 +20,7 @@ The renderers are pure functions of a :class:`ReplicaReport`.
 
 from __future__ import annotations
 
+import threading
 import time as wall
 from collections.abc import Callable
 from typing import TextIO
@@ -23,7 +29,15 @@ from dataflow_operator.api.protocol import DataflowReport, ReplicaReport
 from dataflow_operator.core.time import Timestamp, format_timestamp
 from dataflow_operator.logs import get_logger
 
-__all__ = ["BatchProgress", "bar", "render_batch", "render_dataflow", "render_error"]
+__all__ = [
+    "BatchProgress",
+    "bar",
+    "render_batch",
+    "render_dataflow",
+    "render_error",
+    "render_hydrating",
+    "watch_hydration",
+]
 
 log = get_logger(__name__)
 BAR_WIDTH = 10
@@ -62,6 +76,17 @@ def render_error(name: str, error: str) -> str:
     return f"dataflow {name}: {error}"
 
 
+def render_hydrating(report: ReplicaReport) -> str | None:
+    """The dataflows still hydrating, with their bars; ``None`` when none is."""
+    parts = [
+        f"{d.name} {bar(done, len(d.nodes))} {done}/{len(d.nodes)}"
+        for d in report.dataflows
+        if not d.hydrated and not d.last_error and d.nodes
+        for done in [sum(node.hydrated for node in d.nodes)]
+    ]
+    return "hydrating  " + "  ".join(parts) if parts else None
+
+
 def _hydration(report: ReplicaReport) -> tuple[tuple[str, bool, int], ...]:
     return tuple(
         (d.name, d.hydrated, sum(node.hydrated for node in d.nodes)) for d in report.dataflows
@@ -93,6 +118,7 @@ class BatchProgress:
         self.batches = 0
         self._last_line: float | None = None
         self._last_hydration: tuple[tuple[str, bool, int], ...] = ()
+        self._lock = threading.Lock()
 
     def __call__(self, report: ReplicaReport, now: Timestamp | None, expired: bool) -> None:
         """After a batch at ``now`` (``expired``: the replica stopped at its expiration)."""
@@ -112,10 +138,37 @@ class BatchProgress:
                 hydrated=[d.name for d in report.dataflows if d.hydrated],
             )
             return
-        hydration = _hydration(report)
-        moment = self.clock()
-        due = self._last_line is None or moment - self._last_line >= self.interval
-        if due or hydration != self._last_hydration:
-            self._last_line = moment
+        with self._lock:
+            hydration = _hydration(report)
+            moment = self.clock()
+            due = self._last_line is None or moment - self._last_line >= self.interval
+            if due or hydration != self._last_hydration:
+                self._last_line = moment
+                self._last_hydration = hydration
+                print(render_batch(self.batches, now, report), file=self.err, flush=True)
+
+    def hydrating(self, report: ReplicaReport) -> None:
+        """Between batches: a line when a hydrating dataflow's nodes moved (console only)."""
+        with self._lock:
+            hydration = _hydration(report)
+            line = render_hydrating(report)
+            if hydration != self._last_hydration and line is not None:
+                print(line, file=self.err, flush=True)
             self._last_hydration = hydration
-            print(render_batch(self.batches, now, report), file=self.err, flush=True)
+
+
+def watch_hydration(
+    progress: BatchProgress,
+    report: Callable[[], ReplicaReport],
+    stop: threading.Event,
+    interval: float = 0.5,
+) -> threading.Thread:
+    """Poll ``report`` every ``interval`` seconds until ``stop``, telling ``progress``."""
+
+    def watch() -> None:
+        while not stop.wait(interval):
+            progress.hydrating(report())
+
+    thread = threading.Thread(target=watch, name="hydration-progress", daemon=True)
+    thread.start()
+    return thread

@@ -41,7 +41,7 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
-from dataflow_operator.runtime.progress import BatchProgress
+from dataflow_operator.runtime.progress import BatchProgress, watch_hydration
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.starting import StartingService
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
@@ -286,16 +286,18 @@ def execute(
     expiration = engine.config.expiration
     code = injection.EXIT_FAILED
     server, starting = serving or start_serving(config)
+    watching = threading.Event()
     try:
         starting.attach(engine)
         log.info("replica running", master=config.master)
         if on_serving is not None:
             on_serving(server)
         plan = TickPlan(start=config.start_time, tick=config.tick_ms, simulated=False)
-        code = engine.run(plan, stop=stop, after_batch=_console_progress())
+        code = engine.run(plan, stop=stop, after_batch=_console_progress(engine, watching))
         if stop.is_set() and code != injection.EXIT_EXPIRED:
             code = injection.EXIT_OK  # asked to stop: a graceful end, whatever failed before
     finally:
+        watching.set()
         engine.close()
         if serving is None:
             server.stop()
@@ -305,11 +307,13 @@ def execute(
     return code
 
 
-def _console_progress() -> Callable[[Engine], None] | None:
-    """On a terminal, a progress line at most every second (the log has no batch events)."""
+def _console_progress(engine: Engine, stop: threading.Event) -> Callable[[Engine], None] | None:
+    """On a terminal: a progress line at most every second and hydration as it moves,
+    until ``stop``; elsewhere nothing (the log has no batch events)."""
     if not console_output():
         return None
     progress = BatchProgress(sys.stderr, console=True, interval=CONSOLE_INTERVAL_S)
+    watch_hydration(progress, engine.report, stop)
     return lambda engine: progress(engine.report(), engine.now, engine.expired_at is not None)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 import time as wall
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,7 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.clock import TickPlan
-from dataflow_operator.runtime.progress import BatchProgress
+from dataflow_operator.runtime.progress import BatchProgress, watch_hydration
 from dataflow_operator.runtime.running import BatchOutput
 from dataflow_operator.runtime.values import format_update
 
@@ -200,15 +201,17 @@ def execute(
     result = engine.apply(dataflows_from((d.metadata.name, d.spec) for d in dataflows))
     for name, error in result.failed.items():
         print(f"dataflow {name}: {error}", file=err)
-    progress = _Progress(
-        BatchProgress(
-            err,
-            console=console_output(err),
-            interval=0.0 if args.clock == "simulated" else CONSOLE_INTERVAL_S,
-            reported=set(result.failed),
-        ),
-        args.status_file,
+    console = console_output(err)
+    batches = BatchProgress(
+        err,
+        console=console,
+        interval=0.0 if args.clock == "simulated" else CONSOLE_INTERVAL_S,
+        reported=set(result.failed),
     )
+    progress = _Progress(batches, args.status_file)
+    watching = threading.Event()
+    if console:
+        watch_hydration(batches, engine.report, watching)
     plan = TickPlan(
         start=start,
         tick=tick.millis,
@@ -221,6 +224,7 @@ def execute(
     except KeyboardInterrupt:
         code = 130
     finally:
+        watching.set()
         engine.close()
         if args.status_file is not None:
             write_status(engine, args.status_file)
