@@ -71,7 +71,7 @@ def _row(i: int) -> str:
 
 
 def _insert(table: Path, i: int) -> None:
-    subprocess.run([CLI, "insert", str(table), _row(i)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([CLI, "insert", str(table), _row(i)], check=True, capture_output=True)
 
 
 def _env() -> dict[str, str]:
