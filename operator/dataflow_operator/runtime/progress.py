@@ -4,8 +4,8 @@ On a terminal (:func:`~dataflow_operator.logs.console_output`) ``run`` and ``rep
 print one compact line per batch on stderr: the batch's time and, per dataflow, its
 frontier, and while it hydrates, its plan nodes done / total with a small bar::
 
-    batch 3  2026-01-03T00:00:00.000Z  last-30-days → 2026-01-03T00:00:00.000Z
-    batch 1  2026-01-01T00:00:00.000Z  joined → 2026-01-01T00:00:00.000Z hydrating [####······] 2/5
+    batch 3  2026-01-03T00:00:00.000Z  last-30-days → 2026-01-03T00:00:00.001Z
+    batch 1  2026-01-01T00:00:00.000Z  joined → 2026-01-01T00:00:00.001Z hydrating [####······] 2/5
 
 While a batch hydrates a dataflow (its first batch can take long), a watcher thread
 (:func:`watch_hydration`) prints a line each time more of its nodes are hydrated::
@@ -53,15 +53,19 @@ def _frontier(report: DataflowReport) -> str:
     return format_timestamp(report.frontier[0]) if report.frontier else "closed"
 
 
+def _nodes(report: DataflowReport) -> str:
+    """``[bar] done/total`` of its plan nodes ("" before its plan is known)."""
+    done, total = sum(node.hydrated for node in report.nodes), len(report.nodes)
+    return f"{bar(done, total)} {done}/{total}" if total else ""
+
+
 def render_dataflow(report: DataflowReport) -> str:
     """``name → frontier``, with ``hydrating [bar] done/total`` until it is hydrated."""
     text = f"{report.name} → {_frontier(report)}"
     if report.expired:
         return f"{text} expired"
     if not report.hydrated:
-        done = sum(node.hydrated for node in report.nodes)
-        total = len(report.nodes)
-        text += f" hydrating {bar(done, total)} {done}/{total}" if total else " hydrating"
+        text = f"{text} hydrating {_nodes(report)}".rstrip()
     return text
 
 
@@ -79,10 +83,9 @@ def render_error(name: str, error: str) -> str:
 def render_hydrating(report: ReplicaReport) -> str | None:
     """The dataflows still hydrating, with their bars; ``None`` when none is."""
     parts = [
-        f"{d.name} {bar(done, len(d.nodes))} {done}/{len(d.nodes)}"
+        f"{d.name} {_nodes(d)}"
         for d in report.dataflows
         if not d.hydrated and not d.last_error and d.nodes
-        for done in [sum(node.hydrated for node in d.nodes)]
     ]
     return "hydrating  " + "  ".join(parts) if parts else None
 
