@@ -9,11 +9,13 @@
    dataflow installed on the started replica: from its ``PUT`` to ``GET /status`` saying
    hydrated (target ≤ 2 s).
 3. ``--make-run``: the wall time of ``make run`` (target ≤ 90 s).
-4. ``--profile``: a one-row dataflow in this process, simulated clock: each batch's
-   Spark ``durationMs`` parts and the engine step's wall time, so you see where a one-row
-   batch's time goes.
+4. ``--profile [BATCHES]``: a one-row dataflow in this process (``local[2]``), one
+   engine step a simulated second, a new row every other step: each Spark batch's
+   ``durationMs`` parts and its engine step's wall time (a step can run more than one
+   Spark batch), then the parts' medians, largest first.
 
-    .venv/bin/python bench/freshness.py [--inserts 10] [--tick 100ms] [--make-run] [--profile]
+    .venv/bin/python bench/freshness.py [--inserts 10] [--tick 100ms] [--make-run]
+        [--profile [BATCHES]] [--skip insert|replica]
 
 The machine is shared (2 cores, other agents): figures vary from run to run.
 """
