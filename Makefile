@@ -47,11 +47,13 @@ crds-check: $(STAMP)
 run: $(STAMP)
 	$(BIN)/dataflow-operator check $(EXAMPLES)
 	rm -rf data/events state/demo
+	@echo "--- one event of 2026-01-01: it is in the last 30 days until 2026-01-31"
 	$(BIN)/dataflow-operator insert data/events '{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}'
 	@echo "--- replica r1 from 2026-01-01, one batch per simulated day; it expires after 21 days (exit 75)"
+	@echo "--- stdout: TIME(ms) DIFF event_ts content; stderr: the days passing"
 	$(BIN)/dataflow-operator run $(EXAMPLES) --state-dir state/demo --clock simulated --tick 1d \
 	  --start-time 2026-01-01T00:00:00Z --until 2026-02-01T00:00:00Z || test $$? -eq 75
-	@echo "--- restarted at its expiration: it resumes and emits the retraction it had dropped"
+	@echo "--- restarted at its expiration: it resumes; on 2026-01-31 the event leaves the window (DIFF -1)"
 	$(BIN)/dataflow-operator run $(EXAMPLES) --state-dir state/demo --clock simulated --tick 1d \
 	  --start-time 2026-01-22T00:00:00Z --until 2026-02-01T00:00:00Z
 

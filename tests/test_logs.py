@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from dataflow_operator.logs import configure_logging, get_logger
+from dataflow_operator.logs import FORMAT_ENV, configure_logging, console_output, get_logger
 
 
 @pytest.fixture(autouse=True)
@@ -41,3 +42,39 @@ def test_py4j_info_is_silenced(capsys: pytest.CaptureFixture[str]) -> None:
     err = capsys.readouterr().err
     assert "Received command" not in err
     assert "connection lost" in err
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize(
+    ("tty", "env", "console"),
+    [
+        (True, {}, True),
+        (False, {}, False),
+        (True, {FORMAT_ENV: "json"}, False),
+        (False, {FORMAT_ENV: "console"}, True),
+        (True, {FORMAT_ENV: "JSON "}, False),
+        (False, {FORMAT_ENV: ""}, False),
+    ],
+)
+def test_readable_on_a_terminal_json_elsewhere_unless_forced(
+    tty: bool, env: dict[str, str], console: bool
+) -> None:
+    assert console_output(_Stream(tty), env) is console
+
+
+def test_the_log_format_follows_the_same_choice(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FORMAT_ENV, "console")
+    configure_logging(level="INFO")
+    get_logger("t").info("replica starting", replica="r1")
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "replica starting" in line and "replica=r1" in line and not line.startswith("{")

@@ -5,22 +5,38 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 import structlog
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["FORMAT_ENV", "configure_logging", "console_output", "get_logger"]
+
+FORMAT_ENV = "DATAFLOW_LOG_FORMAT"
+"""``json`` or ``console``: forces the format of what the commands report on stderr."""
+
+
+def console_output(stream: TextIO | None = None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether to report for a person (readable lines) rather than as JSON lines.
+
+    The one place that decides: ``DATAFLOW_LOG_FORMAT=console`` or ``=json`` forces it;
+    otherwise readable when ``stream`` (default stderr) is a terminal, JSON elsewhere
+    (a container's log, a pipe, a file).
+    """
+    fmt = (os.environ if env is None else env).get(FORMAT_ENV, "").strip().lower()
+    if fmt in {"json", "console"}:
+        return fmt == "console"
+    return (sys.stderr if stream is None else stream).isatty()
 
 
 def configure_logging(*, json: bool | None = None, level: str | None = None) -> None:
     """Configure structlog and the standard library's logging once, at start-up.
 
-    ``json`` defaults to true when stderr is not a terminal (a container's log) or when
-    ``DATAFLOW_LOG_FORMAT=json``; ``level`` defaults to ``DATAFLOW_LOG_LEVEL`` or INFO.
+    ``json`` defaults to ``not`` :func:`console_output` (JSON in a container's log, or
+    with ``DATAFLOW_LOG_FORMAT=json``); ``level`` defaults to ``DATAFLOW_LOG_LEVEL`` or INFO.
     """
     if json is None:
-        fmt = os.environ.get("DATAFLOW_LOG_FORMAT")
-        json = fmt == "json" if fmt else not sys.stderr.isatty()
+        json = not console_output()
     level_name = (level or os.environ.get("DATAFLOW_LOG_LEVEL") or "INFO").upper()
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,

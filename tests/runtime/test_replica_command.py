@@ -258,3 +258,61 @@ def test_the_entry_point_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
             process.communicate()
     assert process.returncode == injection.EXIT_OK, err
     assert "Traceback" not in err
+
+
+@pytest.mark.spark
+def test_the_control_api_answers_before_spark_is_up(tmp_path: Path) -> None:
+    port = _free_port()
+    start = int(time.time() * 1000)
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        injection.ENV_START_TIME_MS: str(start),
+        injection.ENV_CONTROL_ADDRESS: f"127.0.0.1:{port}",
+        injection.ENV_STATE_DIR: str(tmp_path / "state"),
+        injection.ENV_SPARK_MASTER: "local[1]",
+    }
+    began = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dataflow_operator", "replica", "--tick", "200ms"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    empty = {"version": "v1", "dataflows": []}
+    try:
+        deadline = began + 120
+        healthy = ready = None
+        early: list[tuple[int, Any]] = []
+        while ready is None and time.monotonic() < deadline:
+            try:
+                if healthy is None and _get(port, "/healthz")[0] == 200:
+                    healthy = time.monotonic() - began
+                    early = [_get(port, "/status"), _get(port, "/readyz")]
+                    early.append(_get(port, "/dataflows", "PUT", empty))
+                if _get(port, "/dataflows", "PUT", empty)[0] == 200:
+                    assert _get(port, "/readyz")[0] == 200
+                    ready = time.monotonic() - began
+            except OSError:
+                pass
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert healthy is not None and ready is not None, err
+    # liveness answers in the time Python takes to start, far below Spark's start
+    assert healthy < 10 and healthy < ready
+    (status, report), readyz, put = early
+    assert status == 200
+    assert ReplicaReport.model_validate(report) == ReplicaReport(
+        start_time=start, phase=ReplicaPhase.STARTING
+    )
+    assert readyz[0] == 503
+    assert put[0] == 503 and put[1]["error"] == "NotReady"
+    assert "starting" in put[1]["message"]
+    assert process.returncode == injection.EXIT_OK, err

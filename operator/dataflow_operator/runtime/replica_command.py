@@ -2,11 +2,13 @@
 
 Reads the configuration the operator injects (:mod:`dataflow_operator.api.injection`:
 environment first, then the ``spark.dataflow.*`` twins in ``DATAFLOW_SPARK_CONF``;
-command-line flags override both), starts Spark (``DATAFLOW_SPARK_MASTER`` /
+command-line flags override both), serves the control API
+(:mod:`dataflow_operator.runtime.serve`) at once (``/healthz`` answers while Spark
+starts, ``/status`` says ``Starting``; ``/readyz``, ``PUT /dataflows`` and the rest
+answer 503 until the engine is up), starts Spark (``DATAFLOW_SPARK_MASTER`` /
 ``--master``: ``k8s://…`` in a cluster, ``local[*]`` otherwise; every setting of
-``DATAFLOW_SPARK_CONF`` and ``--conf`` passes through), builds the engine, serves the
-control API (:mod:`dataflow_operator.runtime.serve`) and advances the dataflows on
-the wall clock until:
+``DATAFLOW_SPARK_CONF`` and ``--conf`` passes through), builds the engine and advances
+the dataflows on the wall clock until:
 
 - SIGTERM or SIGINT: stops the queries and exits 0 (graceful);
 - the replica's expiration: exits :data:`~dataflow_operator.api.injection.EXIT_EXPIRED`
@@ -36,15 +38,20 @@ from typing import TYPE_CHECKING
 from dataflow_operator.api import injection
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
+from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
-from dataflow_operator.logs import configure_logging, get_logger
+from dataflow_operator.logs import configure_logging, console_output, get_logger
+from dataflow_operator.runtime.progress import BatchProgress, watch_hydration
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
+from dataflow_operator.runtime.starting import StartingService
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["ConfigError", "ReplicaConfig", "configure", "execute", "run"]
+    from dataflow_operator.runtime.engine import Engine
+
+__all__ = ["ConfigError", "ReplicaConfig", "configure", "execute", "run", "start_serving"]
 
 log = get_logger(__name__)
 
@@ -52,6 +59,7 @@ LOCAL_MASTER = "local[*]"
 EXECUTOR_POD_TEMPLATE_CONF = "spark.kubernetes.executor.podTemplateFile"
 DEFAULT_TICK_MS = 1000
 QUIET_LOG_LEVEL = "ERROR"
+CONSOLE_INTERVAL_S = 1.0
 
 
 class ConfigError(ValueError):
@@ -236,15 +244,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tick", help="time between batches (default 1s)")
 
 
+def start_serving(config: ReplicaConfig) -> tuple[ControlServer, StartingService]:
+    """Serve the control API at once, before Spark starts: liveness does not wait for it.
+
+    The server answers over a :class:`StartingService` until the engine is attached.
+    """
+    starting = StartingService(
+        config.start_time, replica_expiration(config.start_time, config.expiration_offset)
+    )
+    server = ControlServer(
+        starting, config.control_address, labels=config.labels, token=config.control_token
+    )
+    return server.start(), starting
+
+
 def execute(
     config: ReplicaConfig,
     spark: SparkSession,
     stop: threading.Event,
     on_serving: Callable[[ControlServer], None] | None = None,
+    serving: tuple[ControlServer, StartingService] | None = None,
 ) -> int:
-    """Serve the control API and run the engine until ``stop`` is set or the replica expires.
+    """Run the engine behind the control API until ``stop`` is set or the replica expires.
 
-    Returns the exit code; does not stop ``spark``.
+    ``serving``: the server :func:`start_serving` started (its owner stops it); without
+    one, serves here and stops serving on return. Returns the exit code; does not stop
+    ``spark``.
     """
     from dataflow_operator.runtime.clock import TickPlan
     from dataflow_operator.runtime.engine import Engine, EngineConfig, expired_message
@@ -259,36 +284,41 @@ def execute(
         ),
     )
     expiration = engine.config.expiration
-    log.info(
-        "replica starting",
-        start=format_timestamp(config.start_time),
-        expiration=None if expiration is None else format_timestamp(expiration),
-        master=config.master,
-        control=config.control_address or "0.0.0.0:8765",
-    )
-    server = ControlServer(
-        engine, config.control_address, labels=config.labels, token=config.control_token
-    )
     code = injection.EXIT_FAILED
+    server, starting = serving or start_serving(config)
+    watching = threading.Event()
     try:
-        server.start()
+        starting.attach(engine)
+        log.info("replica running", master=config.master)
         if on_serving is not None:
             on_serving(server)
         plan = TickPlan(start=config.start_time, tick=config.tick_ms, simulated=False)
-        code = engine.run(plan, stop=stop)
+        code = engine.run(plan, stop=stop, after_batch=_console_progress(engine, watching))
         if stop.is_set() and code != injection.EXIT_EXPIRED:
             code = injection.EXIT_OK  # asked to stop: a graceful end, whatever failed before
     finally:
+        watching.set()
         engine.close()
-        server.stop()
+        if serving is None:
+            server.stop()
     if code == injection.EXIT_EXPIRED and engine.expired_at is not None and expiration:
         print(expired_message(engine.expired_at, expiration), file=sys.stderr, flush=True)
     log.info("replica stopped", code=code)
     return code
 
 
+def _console_progress(engine: Engine, stop: threading.Event) -> Callable[[Engine], None] | None:
+    """On a terminal: a progress line at most every second and hydration as it moves,
+    until ``stop``; elsewhere nothing (the log has no batch events)."""
+    if not console_output():
+        return None
+    progress = BatchProgress(sys.stderr, console=True, interval=CONSOLE_INTERVAL_S)
+    watch_hydration(progress, engine.report, stop)
+    return lambda engine: progress(engine.report(), engine.now, engine.expired_at is not None)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Resolve the configuration, start Spark, serve, and run until stopped or expired."""
+    """Resolve the configuration, serve, start Spark, and run until stopped or expired."""
     configure_logging()
     try:
         config = ReplicaConfig.resolve(args, os.environ)
@@ -303,15 +333,28 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    from dataflow_operator.runtime.session import spark_session
-
-    spark = spark_session(
+    serving = start_serving(config)
+    log.info(
+        "replica starting",
+        start=format_timestamp(config.start_time),
+        expiration=None
+        if serving[1].expiration is None
+        else format_timestamp(serving[1].expiration),
         master=config.master,
-        app_name=f"dataflow-replica-{config.replica}",
-        conf={"spark.ui.showConsoleProgress": "false", **config.spark_conf},
+        control=serving[0].url,
     )
-    spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
     try:
-        return execute(config, spark, stop)
+        from dataflow_operator.runtime.session import spark_session
+
+        spark = spark_session(
+            master=config.master,
+            app_name=f"dataflow-replica-{config.replica}",
+            conf={"spark.ui.showConsoleProgress": "false", **config.spark_conf},
+        )
+        spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
+        try:
+            return execute(config, spark, stop, serving=serving)
+        finally:
+            spark.stop()
     finally:
-        spark.stop()
+        serving[0].stop()

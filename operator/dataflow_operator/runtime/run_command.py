@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 import time as wall
 from collections.abc import Callable
 from pathlib import Path
@@ -24,8 +25,9 @@ from dataflow_operator.api.replica import Replica
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
-from dataflow_operator.logs import configure_logging, get_logger
+from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.clock import TickPlan
+from dataflow_operator.runtime.progress import BatchProgress, watch_hydration
 from dataflow_operator.runtime.running import BatchOutput
 from dataflow_operator.runtime.values import format_update
 
@@ -41,6 +43,9 @@ DEFAULT_STATE_DIR = "state"
 DEFAULT_MASTER = "local[*]"
 QUIET_LOG_LEVEL = "OFF"
 """Spark's own log level in ``run``: errors are reported as one line per dataflow."""
+CONSOLE_INTERVAL_S = 1.0
+"""On a terminal with the wall clock: at most one progress line a second (but every
+change of hydration)."""
 
 
 def _timestamp(text: str) -> Timestamp:
@@ -196,7 +201,17 @@ def execute(
     result = engine.apply(dataflows_from((d.metadata.name, d.spec) for d in dataflows))
     for name, error in result.failed.items():
         print(f"dataflow {name}: {error}", file=err)
-    progress = _Progress(err, set(result.failed), args.status_file)
+    console = console_output(err)
+    batches = BatchProgress(
+        err,
+        console=console,
+        interval=0.0 if args.clock == "simulated" else CONSOLE_INTERVAL_S,
+        reported=set(result.failed),
+    )
+    progress = _Progress(batches, args.status_file)
+    watching = threading.Event()
+    if console:
+        watch_hydration(batches, engine.report, watching)
     plan = TickPlan(
         start=start,
         tick=tick.millis,
@@ -209,6 +224,7 @@ def execute(
     except KeyboardInterrupt:
         code = 130
     finally:
+        watching.set()
         if args.status_file is not None:
             write_status(engine, args.status_file)  # the last state, before the queries stop
         engine.close()
@@ -218,34 +234,16 @@ def execute(
 
 
 class _Progress:
-    """After each batch: report new errors, log the frontiers, write the status file."""
+    """After each batch: report progress (:mod:`~dataflow_operator.runtime.progress`) and
+    write the status file."""
 
-    def __init__(self, err: TextIO, reported: set[str], status_file: Path | None) -> None:
-        self.err = err
-        self.reported = reported
+    def __init__(self, progress: BatchProgress, status_file: Path | None) -> None:
+        self.progress = progress
         self.status_file = status_file
-        self.batches = 0
 
     def __call__(self, engine: Engine) -> None:
         from dataflow_operator.runtime.engine import write_status
 
-        self.batches += 1
-        report = engine.report()
-        for dataflow in report.dataflows:
-            if dataflow.last_error and dataflow.name not in self.reported:
-                self.reported.add(dataflow.name)
-                print(f"dataflow {dataflow.name}: {dataflow.last_error}", file=self.err)
-        if engine.now is not None and engine.expired_at is None:
-            log.info(
-                "batch",
-                number=self.batches,
-                time=format_timestamp(engine.now),
-                frontiers={
-                    d.name: format_timestamp(d.frontier[0]) if d.frontier else "closed"
-                    for d in report.dataflows
-                    if not d.last_error
-                },
-                hydrated=[d.name for d in report.dataflows if d.hydrated],
-            )
+        self.progress(engine.report(), engine.now, engine.expired_at is not None)
         if self.status_file is not None:
             write_status(engine, self.status_file)

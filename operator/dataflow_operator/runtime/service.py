@@ -20,7 +20,14 @@ from dataflow_operator.api.protocol import (
 )
 from dataflow_operator.runtime.changelog_store import ChangelogStore
 
-__all__ = ["BatchListener", "Changelog", "NotAnIndex", "ReplicaService", "UnknownDataflow"]
+__all__ = [
+    "BatchListener",
+    "Changelog",
+    "NotAnIndex",
+    "NotReady",
+    "ReplicaService",
+    "UnknownDataflow",
+]
 
 BatchListener = Callable[[str], None]
 """Called with a dataflow's name after its batches up to the current time completed (or
@@ -29,6 +36,10 @@ after it was dropped or reinstalled); from the engine's thread, so it must be qu
 
 class UnknownDataflow(LookupError):
     """No dataflow of that name is installed."""
+
+
+class NotReady(RuntimeError):
+    """The replica cannot do that yet (it is starting): the caller should retry."""
 
 
 class NotAnIndex(LookupError):

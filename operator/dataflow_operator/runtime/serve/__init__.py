@@ -23,8 +23,9 @@ GET names another version in ``?version=`` or the ``X-Dataflow-Protocol-Version`
 401 without the replica's token when it has one
 (:mod:`~dataflow_operator.runtime.serve.auth`; the probes and ``/metrics`` stay open);
 404 for an unknown dataflow or path; 405 for a wrong method; 409 when peeking a dataflow
-that is not an Index; 411 without Content-Length; 413 for a body over 16 MiB; 500 when
-the service fails.
+that is not an Index; 411 without Content-Length; 413 for a body over 16 MiB; 503
+``NotReady`` for what needs the engine while the replica starts (retry); 500 when the
+service fails.
 
 Modules: :mod:`.server` (the thread and loop), :mod:`.routes` (one handler per
 endpoint), :mod:`.errors`, :mod:`.auth`, :mod:`.stream` (the subscribe endpoint) and

@@ -1,8 +1,9 @@
 """Every answer that is not a success is an :class:`ErrorBody`: the one place that says how.
 
 :class:`ApiError` is what handlers raise; :func:`error_middleware` turns it, aiohttp's own
-404/405/413 and any unexpected exception into a JSON :class:`ErrorBody` with the right
-status; :func:`version_middleware` refuses a GET that asks for another protocol version.
+404/405/413, a replica that is not ready yet (503) and any unexpected exception into a
+JSON :class:`ErrorBody` with the right status; :func:`version_middleware` refuses a GET
+that asks for another protocol version.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 from dataflow_operator.api.protocol import PROTOCOL_VERSION, ErrorBody
 from dataflow_operator.logs import get_logger
+from dataflow_operator.runtime.service import NotReady
 
 __all__ = [
     "VERSION_HEADER",
@@ -82,6 +84,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return response
     except ApiError as error:
         response = json_response(error.body, error.status)
+    except NotReady as error:
+        body = ErrorBody(error="NotReady", message=str(error) or "the replica is not ready")
+        response = json_response(body, HTTPStatus.SERVICE_UNAVAILABLE)
     except web.HTTPException as error:
         if error.status < 400:
             raise
