@@ -137,6 +137,8 @@ class Recompute:
                 views[name] = self.spark.read.schema(schema).json(rdd)
             else:
                 views[name] = self.spark.createDataFrame([], schema)
+        # The views are session-wide: hold the lock while the query is analysed (which
+        # resolves them), not while it runs, so that other dataflows install meanwhile.
         with self.views_lock:
             for name, frame in views.items():
                 frame.createOrReplaceTempView(name)
@@ -145,10 +147,10 @@ class Recompute:
                 keyed = result.select(
                     "*", F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns])).alias(KEY)
                 )
-                table = keyed.toArrow()
             finally:
                 for name in views:
                     self.spark.catalog.dropTempView(name)
+        table = keyed.toArrow()
         frame = table.to_pandas()
         frame.columns = [f.name for f in self.output.fields] + [KEY]
         counts = frame.groupby(KEY, sort=True).size().rename(COUNT)

@@ -40,6 +40,8 @@ RETRIES = 2
 """Restarts of a query that failed for a reason other than its data."""
 STOP_TIMEOUT = 60.0
 """How long a drop waits for the dataflow's last task before it gives up waiting."""
+QUIET_PERIOD = 0.2
+"""How long no task of a dropped dataflow may run before it counts as stopped."""
 DROPPED_MARKER = "dropped"
 """The token's marker file, in the dataflow's state directory (its sources look for it)."""
 
@@ -209,8 +211,15 @@ class RunningDataflow:
             Token.cancel(self.spark, run_id)  # the streaming query's own job group
         stopping.join(max(0.0, deadline - wall.monotonic()))
         groups = [self.token.group] if run_id is None else [self.token.group, run_id]
+        quiet_since: float | None = None
         while wall.monotonic() < deadline:
-            if not active_tasks(self.spark, groups):
+            # Stopped once nothing ran for a while: a job the stopping batch started in
+            # the meantime is cancelled at once, but shows a task for a moment.
+            if stopping.is_alive() or active_tasks(self.spark, groups):
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = wall.monotonic()
+            elif wall.monotonic() - quiet_since >= QUIET_PERIOD:
                 return True
             wall.sleep(0.02)
         return False
