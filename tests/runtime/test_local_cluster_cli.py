@@ -197,9 +197,14 @@ def test_the_same_answer_streams_from_a_replica_on_that_master(tmp_path: Path) -
     )
     subscriber: subprocess.Popen[str] | None = None
     try:
-        _until(lambda: _request(port, "/healthz") == 200, 300, "the control API")
+        _until(lambda: _request(port, "/healthz") == 200, 60, "the control API")
         assert _request(port, "/status") == 401  # the token is required
-        assert _request(port, "/dataflows", "PUT", desired, token="s3cret") == 200
+
+        def take_dataflow() -> bool:  # 503 while Spark starts: retried, as the operator does
+            return _request(port, "/dataflows", "PUT", desired, token="s3cret") == 200
+
+        _until(take_dataflow, 240, "the replica to take the dataflow")
+        assert _request(port, "/readyz") == 200
         argv = [str(script), "subscribe", "regions", "--address", f"127.0.0.1:{port}"]
         argv += ["--token-file", str(token_file), "--as-of", "0"]
         subscriber = subprocess.Popen(

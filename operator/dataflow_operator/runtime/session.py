@@ -39,8 +39,16 @@ LOCAL_DEFAULTS: dict[str, str] = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.stopTimeout": "30s",
+    # A replica runs for weeks, a batch every tick, a job per recursion step: Spark's
+    # status store keeps 1000 of each by default, enough to fill a small driver's heap.
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+    "spark.ui.retainedTasks": "20000",
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.sql.streaming.ui.retainedQueries": "50",
 }
-"""Settings for a local replica: loopback only, UTC, small shuffles, RocksDB state."""
+"""Settings a replica starts with: loopback only, UTC, small shuffles, RocksDB state,
+and a status store (jobs, stages, tasks, SQL executions) bounded in size."""
 
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 """The driver's log4j2 configuration (errors only, on stderr), shipped in the package."""

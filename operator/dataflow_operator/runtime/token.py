@@ -124,13 +124,20 @@ class Token:
 
 
 def active_tasks(spark: SparkSession, groups: list[str]) -> int:
-    """Tasks still running in the stages of the jobs of ``groups`` (job group ids)."""
+    """Tasks still running in the stages of the jobs of ``groups`` (job group ids).
+
+    Jobs that succeeded are skipped: their tasks all ended. A recursion runs one job per
+    iteration, so its group holds hundreds of them, and each stage lookup sorts Spark's
+    status store; only running and cancelled jobs can still have tasks at work.
+    """
     tracker = spark.sparkContext.statusTracker()
     active = 0
     for group in groups:
         for job in tracker.getJobIdsForGroup(group):
             info = tracker.getJobInfo(job)
-            for stage in info.stageIds if info is not None else []:
+            if info is None or info.status == "SUCCEEDED":
+                continue
+            for stage in info.stageIds:
                 stage_info = tracker.getStageInfo(stage)
                 active += stage_info.numActiveTasks if stage_info is not None else 0
     return active
