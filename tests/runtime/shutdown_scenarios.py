@@ -153,11 +153,19 @@ def groups_of(running: RunningDataflow) -> list[str]:
     return [running.token.group, *([str(query.runId)] if query is not None else [])]
 
 
+LOOPING_JOBS = 20
+"""Jobs of one dataflow that show it is looping: a recursion runs a job per iteration,
+each over in a millisecond, so a poll seldom sees one of its tasks at work."""
+
+
 def wait_busy(spark: SparkSession, groups: list[str], timeout: float) -> float:
-    """Seconds until some task of ``groups`` runs (raises after ``timeout``)."""
+    """Seconds until some task of ``groups`` runs, or they have run
+    :data:`LOOPING_JOBS` jobs (raises after ``timeout``)."""
+    tracker = spark.sparkContext.statusTracker()
     start = time.monotonic()
     while time.monotonic() - start < timeout:
-        if active_tasks(spark, groups):
+        jobs = sum(len(tracker.getJobIdsForGroup(group)) for group in groups)
+        if jobs >= LOOPING_JOBS or active_tasks(spark, groups):
             return time.monotonic() - start
         time.sleep(0.05)
     raise TimeoutError(f"no task of {groups} started within {timeout}s")
