@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from dataflow_operator.runtime.insert_command import insert_rows
 from dataflow_operator.runtime.run_command import format_update
 from dataflow_operator.runtime.source_reader import list_data_files
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue, convert, convert_row, parse_json_lines
+from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
 
 
 def test_values_are_read_by_spark_type() -> None:
@@ -41,11 +42,27 @@ def test_values_are_read_by_spark_type() -> None:
     assert convert_row({"A": 1}, [("a", "int"), ("b", "string")]) == (1, None)
 
 
+def _json_lines(text: str) -> list[dict[str, object]]:
+    return list(iter_json_lines(text.splitlines(keepends=True), "f"))
+
+
 def test_json_lines_and_their_errors() -> None:
-    assert parse_json_lines('{"a": 1}\n\n{"a": 2}\n', "f") == [{"a": 1}, {"a": 2}]
-    assert parse_json_lines('[{"a": 1}]', "f") == [{"a": 1}]
+    assert _json_lines('{"a": 1}\n\n{"a": 2}\n') == [{"a": 1}, {"a": 2}]
+    assert _json_lines('\n[{"a": 1},\n {"a": 2}]\n') == [{"a": 1}, {"a": 2}]
     with pytest.raises(BadValue, match="f: line 2: not JSON"):
-        parse_json_lines('{"a": 1}\n{oops\n', "f")
+        _json_lines('{"a": 1}\n{oops\n')
+    with pytest.raises(BadValue, match="f: expected a JSON array of objects"):
+        _json_lines("[1, 2]")
+    with pytest.raises(BadValue, match="f: not JSON"):
+        _json_lines('[{"a": 1},')
+
+
+def test_json_lines_are_parsed_as_they_are_read() -> None:
+    def lines() -> Iterator[str]:
+        yield '{"a": 1}\n'
+        raise AssertionError("read past what was consumed")
+
+    assert next(iter_json_lines(lines(), "f")) == {"a": 1}
 
 
 def test_changelog_lines_are_tab_separated() -> None:

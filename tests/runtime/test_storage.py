@@ -62,6 +62,17 @@ def test_parquet_round_trip(tmp_path: Path) -> None:
     file = Location.of(tmp_path / "t.parquet")
     file.write_parquet(table)
     assert file.read_parquet().equals(table)
+    batches = list(file.read_parquet_batches())
+    assert pa.Table.from_batches(batches).equals(table)
+
+
+def test_lines_are_read_as_they_are_consumed(tmp_path: Path) -> None:
+    file = Location.of(tmp_path / "big.jsonl")
+    file.write_text("héllo\r\nworld\nlast")
+    assert list(file.read_lines()) == ["héllo\r\n", "world\n", "last"]
+    lines = file.read_lines()
+    assert next(lines) == "héllo\r\n"
+    lines.close()  # a reader stopped early closes the file
 
 
 def test_a_store_reads_every_part_of_a_batch_and_clears_an_interrupted_attempt(

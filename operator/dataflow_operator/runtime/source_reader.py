@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import io
 import json
 import time as wall
 from collections.abc import Iterator, Sequence
@@ -31,7 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.clock import ClockFile
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue, convert, convert_row, parse_json_lines
+from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
 
 __all__ = [
     "BATCH_TIME",
@@ -203,7 +202,7 @@ class ChangelogReader(DataSourceStreamReader):
     def _updates(self, file: str, time: int | None) -> Iterator[tuple[tuple[Any, ...], int, int]]:
         kind = self.options.kind
         if kind == "dataflow":
-            for record in Location(file).read_parquet().to_pylist():
+            for record in _records(Location(file), "parquet"):
                 yield (
                     convert_row(record, self.fields),
                     int(record[TIME]),
@@ -285,13 +284,16 @@ class ChangelogReader(DataSourceStreamReader):
 
 
 def _records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
+    """A data file's records, read as they are consumed: a large file is never held whole
+    in the worker, and a drop stops its reading at once."""
     suffix = file.name.rsplit(".", 1)[-1].lower() if "." in file.name else ""
     if suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv")):
-        yield from file.read_parquet().to_pylist()
+        for batch in file.read_parquet_batches():
+            yield from batch.to_pylist()
     elif suffix == "csv" or file_format == "csv":
-        yield from csv.DictReader(io.StringIO(file.read_text()))
+        yield from csv.DictReader(file.read_lines())
     else:
-        yield from parse_json_lines(file.read_text(), file.name)
+        yield from iter_json_lines(file.read_lines(), file.name)
 
 
 class ChangelogSource(DataSource):

@@ -21,9 +21,10 @@ executor with another working directory sees the same files.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -146,6 +147,21 @@ class Location:
     def read_text(self) -> str:
         """The file's content as UTF-8 text."""
         return self.read_bytes().decode("utf-8")
+
+    def read_lines(self) -> Iterator[str]:
+        """The file's UTF-8 lines, read as they are consumed (never the whole file at once)."""
+        fs, path = self._fs()
+        with (
+            fs.open_input_stream(path) as stream,
+            io.TextIOWrapper(stream, encoding="utf-8", newline="") as text,
+        ):
+            yield from text
+
+    def read_parquet_batches(self) -> Iterator[pa.RecordBatch]:
+        """A Parquet file's record batches, read as they are consumed."""
+        fs, path = self._fs()
+        with fs.open_input_file(path) as file:
+            yield from pq.ParquetFile(file).iter_batches()
 
     def read_text_or_none(self) -> str | None:
         """The file's text, or ``None`` when it does not exist."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -18,7 +18,7 @@ __all__ = [
     "convert_row",
     "format_update",
     "format_value",
-    "parse_json_lines",
+    "iter_json_lines",
 ]
 
 _INTEGRAL = {"byte", "short", "integer", "long", "tinyint", "smallint", "int", "bigint"}
@@ -89,26 +89,35 @@ def convert_row(record: Mapping[str, Any], fields: Sequence[tuple[str, Any]]) ->
     return tuple(values)
 
 
-def parse_json_lines(text: str, where: str) -> list[dict[str, Any]]:
-    """JSON objects, one per line (a single JSON array is accepted too)."""
-    stripped = text.strip()
-    if stripped.startswith("["):
-        loaded = json.loads(stripped)
-        if not isinstance(loaded, list) or not all(isinstance(r, dict) for r in loaded):
-            raise BadValue(f"{where}: expected a JSON array of objects")
-        return loaded
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+def iter_json_lines(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
+    """JSON objects, one per line, parsed as the lines come (a file that is one JSON
+    array of objects, starting with ``[``, is read whole)."""
+    iterator = iter(lines)
+    first = True
+    for number, line in enumerate(iterator, start=1):
         if not line.strip():
             continue
+        if first and line.lstrip().startswith("["):
+            yield from _json_array("".join([line, *iterator]), where)
+            return
+        first = False
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise BadValue(f"{where}: line {number}: not JSON: {error.msg}") from None
         if not isinstance(record, dict):
             raise BadValue(f"{where}: line {number}: expected a JSON object")
-        records.append(record)
-    return records
+        yield record
+
+
+def _json_array(text: str, where: str) -> list[dict[str, Any]]:
+    try:
+        loaded = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BadValue(f"{where}: not JSON: {error.msg}") from None
+    if not isinstance(loaded, list) or not all(isinstance(r, dict) for r in loaded):
+        raise BadValue(f"{where}: expected a JSON array of objects")
+    return loaded
 
 
 def format_value(value: Any) -> str:
