@@ -61,6 +61,7 @@ def test_a_busy_dataflow_dropped_stops_quietly_while_its_sibling_advances(
     kind: str,
     spark_errors: Any,
     caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     with (
         structlog.testing.capture_logs() as logs,
@@ -110,6 +111,8 @@ def test_a_busy_dataflow_dropped_stops_quietly_while_its_sibling_advances(
     stdlib = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert stdlib == [], stdlib  # py4j reports failed callbacks through logging
     assert str(spark_errors.toString()) == ""
+    jvm_stderr = capfd.readouterr().err  # what the JVM prints itself, beside its log
+    assert "Exception in thread" not in jvm_stderr, jvm_stderr[-2000:]
 
 
 def test_py4j_reports_only_callbacks_failed_for_other_reasons(

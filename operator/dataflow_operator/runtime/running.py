@@ -242,7 +242,8 @@ class RunningDataflow:
             self._sink(frame, batch)
         except Exception as error:
             if self.token.dropped:
-                raise TokenDropped(self.tag) from error
+                log.debug("batch ended by the drop", dataflow=self.name, error=one_line(error))
+                raise TokenDropped(self.tag) from None
             raise
 
     def _upper(self, batch: int) -> int:

@@ -33,8 +33,27 @@ log = get_logger(__name__)
 _LOCAL_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
 
+STOP_SIGNATURE = (
+    "py4j.protocol.Py4JJavaError: An error occurred while calling the sink: "
+    "java.lang.InterruptedException"
+)
+"""What Spark's stream thread looks for in a Python callback's error to take it for the
+interruption of a stop it asked for (``StreamExecution.PROXY_ERROR``)."""
+
+
 class TokenDropped(RuntimeError):
-    """The work's token was dropped; raised by :meth:`Token.check`."""
+    """The work's token was dropped; raised by :meth:`Token.check` and by a dropped
+    dataflow's sink.
+
+    Its message ends with :data:`STOP_SIGNATURE`, so that a ``foreachBatch`` sink raising
+    it ends its stopped query quietly. Raise it ``from None``: Spark matches the whole
+    Python traceback with a backtracking regular expression, and a chained Java error
+    (thousands of lines) overflows the stream thread's stack.
+    """
+
+    def __init__(self, tag: str) -> None:
+        super().__init__(f"{tag} was dropped; {STOP_SIGNATURE}")
+        self.tag = tag
 
 
 class _QuietWhenDropped(logging.Filter):
