@@ -24,7 +24,7 @@ import functools
 import io
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -148,7 +148,7 @@ class Location:
         """The file's content as UTF-8 text."""
         return self.read_bytes().decode("utf-8")
 
-    def read_lines(self) -> Iterator[str]:
+    def read_lines(self) -> Generator[str, None, None]:
         """The file's UTF-8 lines, read as they are consumed (never the whole file at once)."""
         fs, path = self._fs()
         with (
@@ -157,7 +157,7 @@ class Location:
         ):
             yield from text
 
-    def read_parquet_batches(self) -> Iterator[pa.RecordBatch]:
+    def read_parquet_batches(self) -> Generator[pa.RecordBatch, None, None]:
         """A Parquet file's record batches, read as they are consumed."""
         fs, path = self._fs()
         with fs.open_input_file(path) as file:
