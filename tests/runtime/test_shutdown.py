@@ -115,6 +115,30 @@ def test_a_busy_dataflow_dropped_stops_quietly_while_its_sibling_advances(
     assert "Exception in thread" not in jvm_stderr, jvm_stderr[-2000:]
 
 
+def test_spark_lines_that_only_repeat_an_interruption_stay_out_of_the_log(
+    spark: SparkSession, spark_errors: Any
+) -> None:
+    log4j: Any = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+    lines = {
+        "org.apache.spark.storage.ShuffleBlockFetcherIterator": [
+            "Error occurred while fetching local blocks, null",  # an interrupted read
+            "Error occurred while fetching local blocks, No space left on device",
+        ],
+        "org.apache.spark.broadcast.TorrentBroadcast": [
+            "Store broadcast broadcast_7 fail, remove all pieces of the broadcast",
+        ],
+        "org.apache.spark.SparkContext": ["a real failure"],
+    }
+    for logger, messages in lines.items():
+        for message in messages:
+            log4j.LogManager.getLogger(logger).error(message)
+    assert str(spark_errors.toString()).splitlines() == [
+        "ERROR org.apache.spark.storage.ShuffleBlockFetcherIterator: "
+        "Error occurred while fetching local blocks, No space left on device",
+        "ERROR org.apache.spark.SparkContext: a real failure",
+    ]
+
+
 def test_py4j_reports_only_callbacks_failed_for_other_reasons(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -42,6 +42,8 @@ STOP_TIMEOUT = 60.0
 """How long a drop waits for the dataflow's last task before it gives up waiting."""
 QUIET_PERIOD = 0.2
 """How long no task of a dropped dataflow may run before it counts as stopped."""
+RECANCEL_PERIOD = 0.25
+"""How often a drop cancels the dataflow's jobs again while some of its tasks still run."""
 DROPPED_MARKER = "dropped"
 """The token's marker file, in the dataflow's state directory (its sources look for it)."""
 
@@ -206,23 +208,32 @@ class RunningDataflow:
         stopping.start()
         while query is not None and query.isActive and wall.monotonic() < deadline:
             wall.sleep(0.01)
-        self.token.drop(self.spark)
-        if run_id is not None:
-            Token.cancel(self.spark, run_id)  # the streaming query's own job group
-        stopping.join(max(0.0, deadline - wall.monotonic()))
         groups = [self.token.group] if run_id is None else [self.token.group, run_id]
+        self._cancel(groups)
+        cancelled_at = wall.monotonic()
         quiet_since: float | None = None
         while wall.monotonic() < deadline:
-            # Stopped once nothing ran for a while: a job the stopping batch started in
-            # the meantime is cancelled at once, but shows a task for a moment.
+            # Stopped once nothing ran for a while. Cancelling a group's future jobs misses
+            # a shuffle stage submitted at the same moment (adaptive execution submits
+            # them from a thread of its own), and its batch would wait for it: cancel
+            # again for as long as some task runs.
             if stopping.is_alive() or active_tasks(self.spark, groups):
                 quiet_since = None
+                if wall.monotonic() - cancelled_at >= RECANCEL_PERIOD:
+                    self._cancel(groups)
+                    cancelled_at = wall.monotonic()
             elif quiet_since is None:
                 quiet_since = wall.monotonic()
             elif wall.monotonic() - quiet_since >= QUIET_PERIOD:
                 return True
             wall.sleep(0.02)
         return False
+
+    def _cancel(self, groups: list[str]) -> None:
+        """Cancel the jobs of the token (its group and tag) and of the query's run."""
+        self.token.drop(self.spark)
+        for group in groups[1:]:
+            Token.cancel(self.spark, group)  # the streaming query's own job group
 
     def _stop_query(self) -> None:
         if self.query is None:
