@@ -54,6 +54,7 @@ from dataflow_operator.runtime.service import (
     NotAnIndex,
     UnknownDataflow,
 )
+from dataflow_operator.runtime.source_reader import HELD_FILE, HeldInput
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["Engine", "EngineConfig", "dataflows_from", "expired_message", "write_status"]
@@ -296,12 +297,44 @@ class Engine:
                     after_batch(self)
                 return EXIT_EXPIRED
             self.step(time)
+            held = self.held_inputs() if expiration is not None else []
+            if held:
+                for dataflow, source, input_ in held:
+                    log.warning(
+                        "input at or past the expiration held back; restarting instead",
+                        dataflow=dataflow,
+                        source=source,
+                        file=input_.file,
+                        time=format_timestamp(input_.time),
+                        expiration=format_timestamp(input_.until),
+                    )
+                self.expire(time)
+                if after_batch is not None:
+                    after_batch(self)
+                return EXIT_EXPIRED
             if after_batch is not None:
                 after_batch(self)
             if self._entries and len(self.failures()) == len(self._entries):
                 log.error("every dataflow failed; stopping")
                 break
         return EXIT_FAILED if self.failures() else EXIT_OK
+
+    def held_inputs(self) -> list[tuple[str, str, HeldInput]]:
+        """``(dataflow, source, input)`` for each changelog source holding back input at
+        its dataflow's expiration: the replica must restart before it can read it."""
+        with self._lock:
+            running = [
+                (name, entry.desired.spec, r)
+                for name, entry in self._entries.items()
+                if (r := entry.running) is not None
+            ]
+        held = []
+        for name, spec, dataflow in running:
+            for source in spec.sources:
+                logs = dataflow.settings.layout.source_logs(source.name)
+                if source.changelog is not None and (found := HeldInput.read(logs)) is not None:
+                    held.append((name, source.name, found))
+        return held
 
     def expire(self, now: Timestamp) -> str:
         """Stop emitting: mark the replica and its dataflows expired; the message."""
@@ -428,8 +461,18 @@ class Engine:
             raise problem.error
         layout = self._layout(name, spec)
         self._reset_if_changed(layout, spec)
+        # Input a previous run held back at its expiration is part of the inputs' upper
+        # (the expiration's last rule): this run reads it instead of stopping again.
+        inputs_upper = self.config.start_time
+        for source in spec.sources:
+            if source.changelog is not None:
+                logs = layout.source_logs(source.name)
+                held = HeldInput.read(logs)
+                if held is not None:
+                    inputs_upper = max(inputs_upper, held.time + 1)
+                    logs.child(HELD_FILE).delete()
         expiration, until = expiration_of(
-            catalog, name, self.config.expiration, Frontier.at(self.config.start_time)
+            catalog, name, self.config.expiration, Frontier.at(inputs_upper)
         )
         previous = last_offsets(layout.checkpoint)
         previous_until = None
@@ -487,6 +530,7 @@ class Engine:
         options: dict[str, str] = {
             "log_dir": layout.source_logs(source.name).uri,
             "until": str(-1 if until.lower is None else until.lower),
+            "expiration": str(-1 if until.lower is None else until.lower),
         }
         where = f'source "{source.name}"'
         if source.dataflow is not None:

@@ -14,6 +14,12 @@ the engine's event-time watermark follows: the watermark is the inputs' frontier
 When a restart raises ``until`` (a later expiration), the first batch also *replays*
 the input consumed before, with its original times, so that the updates the previous run
 dropped at its expiration are regenerated (see :mod:`.temporal_filter`).
+
+A ``changelog`` source carries its own times, so new input could move the upper past the
+dataflow's expiration. The reader never reads a file with a time at or past it: it holds
+the file (and those after it) back and records it in :data:`HELD_FILE`; the engine then
+stops the replica with the expired code, and the next run, whose expiration covers the
+held time, reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import datetime as dt
 import json
 import time as wall
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -35,9 +42,11 @@ from dataflow_operator.runtime.values import BadValue, convert, convert_row, ite
 __all__ = [
     "BATCH_TIME",
     "HEARTBEAT",
+    "HELD_FILE",
     "RUNTIME_COLUMNS",
     "SOURCE_FORMAT",
     "ChangelogSource",
+    "HeldInput",
     "SourceOptions",
     "list_data_files",
 ]
@@ -65,6 +74,8 @@ class SourceOptions:
         self.log_dir = Location.of(options["log_dir"])
         self.clock = ClockFile(Location.of(options["clock"])) if options.get("clock") else None
         self.until = int(options.get("until", str(NO_UNTIL)))
+        self.expiration = int(options.get("expiration", str(NO_UNTIL)))
+        """The dataflow's expiration (``until`` only says how far a restart replays)."""
         self.time_column = options.get("time_column", "time")
         self.diff_column = options.get("diff_column", "diff")
         marker = options.get("dropped_marker")
@@ -137,12 +148,11 @@ class ChangelogReader(DataSourceStreamReader):
             return {"upper": recorded.upper, "seq": recorded.batch, "until": self.options.until}
         if kind == "changelog":
             files = self._sync_files()
-            new = files[start["seq"] :]
-            if not new:
+            admitted, newest = self._admit(files[start["seq"] :])
+            if not admitted:
                 return start
-            newest = max((t for t in self._own_times(new)), default=start["upper"] - 1)
-            upper = max(start["upper"], newest + 1)
-            return {"upper": upper, "seq": len(files), "until": self.options.until}
+            upper = max(start["upper"], (start["upper"] - 1 if newest is None else newest) + 1)
+            return {"upper": upper, "seq": start["seq"] + admitted, "until": self.options.until}
         now = self.options.clock.read() if self.options.clock else None
         if now is None or now + 1 <= start["upper"]:
             return start
@@ -238,12 +248,31 @@ class ChangelogReader(DataSourceStreamReader):
             raise BadValue(f"{where}: time column {time_column!r} is missing")
         return int(time), raw
 
-    def _own_times(self, names: list[str]) -> Iterator[int]:
-        for name in names:
-            for number, record in enumerate(
-                _records(Location(self._full(name)), self.options.format), start=1
-            ):
-                yield self._time_and_diff(record, f"{name}: row {number}")[0]
+    def _admit(self, names: list[str]) -> tuple[int, int | None]:
+        """How many of the new changelog files ``names`` (in order) may be read, and the
+        newest time in them.
+
+        A file with a time at or past the dataflow's expiration is held back with every
+        file after it, and recorded in :data:`HELD_FILE`: reading it would move the upper
+        past the expiration, so the replica restarts instead (the engine reads the record).
+        """
+        until = self.options.expiration
+        newest: int | None = None
+        for count, name in enumerate(names):
+            last = max(self._own_times(name), default=None)
+            if last is not None and until != NO_UNTIL and last >= until:
+                held = HeldInput(file=name, time=last, until=until)
+                self.options.log_dir.child(HELD_FILE).write_text(held.to_json())
+                return count, newest
+            if last is not None:
+                newest = last if newest is None else max(newest, last)
+        return len(names), newest
+
+    def _own_times(self, name: str) -> Iterator[int]:
+        for number, record in enumerate(
+            _records(Location(self._full(name)), self.options.format), start=1
+        ):
+            yield self._time_and_diff(record, f"{name}: row {number}")[0]
 
     # --- the source's own logs (runtime-owned, beside the checkpoint) --------------
 
@@ -281,6 +310,32 @@ class ChangelogReader(DataSourceStreamReader):
             for index in range(first, end):
                 times.setdefault(index, time)
         return times
+
+
+HELD_FILE = "held.json"
+"""Where a changelog source records the input it holds back at the expiration."""
+
+
+@dataclass(frozen=True, slots=True)
+class HeldInput:
+    """A changelog file not read because it has a time at or past ``until``."""
+
+    file: str
+    time: int
+    until: int
+
+    def to_json(self) -> str:
+        """The record's text."""
+        return json.dumps({"file": self.file, "time": self.time, "until": self.until})
+
+    @classmethod
+    def read(cls, log_dir: Location) -> HeldInput | None:
+        """The input a source's reader holds back (its log directory), if any."""
+        text = log_dir.child(HELD_FILE).read_text_or_none()
+        if not text:
+            return None
+        record = json.loads(text)
+        return cls(str(record["file"]), int(record["time"]), int(record["until"]))
 
 
 def _records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
