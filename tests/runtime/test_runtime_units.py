@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import StringType, StructField, StructType
 
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.errors import InvalidSql
@@ -22,7 +23,7 @@ from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.expiry import last_refresh_at_or_before
 from dataflow_operator.runtime.insert_command import insert_rows
 from dataflow_operator.runtime.run_command import format_update
-from dataflow_operator.runtime.source_reader import list_data_files
+from dataflow_operator.runtime.source_reader import ChangelogReader, HeldInput, list_data_files
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
 
@@ -148,3 +149,26 @@ def test_data_errors_are_not_retried_but_lost_workers_are() -> None:
 
     assert is_data_error(RuntimeError("…\nBadValue: a.json: row 1: diff 'x' is not an integer"))
     assert not is_data_error(RuntimeError("[STREAM_FAILED] Python worker failed to connect back"))
+
+
+def test_a_changelog_reader_holds_back_files_at_or_past_the_expiration(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, time in (("a.json", 100), ("b.json", 2000), ("c.json", 150)):
+        (data / name).write_text(json.dumps({"v": name, "time": time, "diff": 1}) + "\n")
+    schema = StructType([StructField("v", StringType())])
+
+    def reader(logs: str, expiration: int) -> ChangelogReader:
+        options = {"kind": "changelog", "path": str(data), "log_dir": str(tmp_path / logs)}
+        options |= {"format": "json", "until": "-1", "expiration": str(expiration)}
+        return ChangelogReader(options, schema)
+
+    held = reader("held", 1000)
+    offset = held.latestOffset(held.initialOffset())
+    assert (offset["upper"], offset["seq"]) == (101, 1)  # b.json and all after it wait
+    assert HeldInput.read(Location.of(tmp_path / "held")) == HeldInput("b.json", 2000, 1000)
+
+    free = reader("free", -1)  # no expiration: everything is read
+    offset = free.latestOffset(free.initialOffset())
+    assert (offset["upper"], offset["seq"]) == (2001, 3)
+    assert HeldInput.read(Location.of(tmp_path / "free")) is None

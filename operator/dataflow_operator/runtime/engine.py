@@ -306,7 +306,7 @@ class Engine:
                         source=source,
                         file=input_.file,
                         time=format_timestamp(input_.time),
-                        expiration=format_timestamp(input_.until),
+                        expiration=format_timestamp(input_.expiration),
                     )
                 self.expire(time)
                 if after_batch is not None:
@@ -527,10 +527,11 @@ class Engine:
     def _source_input(
         self, dataflow: str, layout: DataflowLayout, source: Source, until: Frontier
     ) -> SourceInput:
+        expiration = str(-1 if until.lower is None else until.lower)
         options: dict[str, str] = {
             "log_dir": layout.source_logs(source.name).uri,
-            "until": str(-1 if until.lower is None else until.lower),
-            "expiration": str(-1 if until.lower is None else until.lower),
+            "until": expiration,  # build_dataflow clears it when nothing is ever replayed
+            "expiration": expiration,
         }
         where = f'source "{source.name}"'
         if source.dataflow is not None:

@@ -209,7 +209,7 @@ class RunningDataflow:
         while query is not None and query.isActive and wall.monotonic() < deadline:
             wall.sleep(0.01)
         groups = [self.token.group] if run_id is None else [self.token.group, run_id]
-        self._cancel(groups)
+        self._cancel(run_id)
         cancelled_at = wall.monotonic()
         quiet_since: float | None = None
         while wall.monotonic() < deadline:
@@ -220,7 +220,7 @@ class RunningDataflow:
             if stopping.is_alive() or active_tasks(self.spark, groups):
                 quiet_since = None
                 if wall.monotonic() - cancelled_at >= RECANCEL_PERIOD:
-                    self._cancel(groups)
+                    self._cancel(run_id)
                     cancelled_at = wall.monotonic()
             elif quiet_since is None:
                 quiet_since = wall.monotonic()
@@ -229,11 +229,11 @@ class RunningDataflow:
             wall.sleep(0.02)
         return False
 
-    def _cancel(self, groups: list[str]) -> None:
+    def _cancel(self, run_id: str | None) -> None:
         """Cancel the jobs of the token (its group and tag) and of the query's run."""
         self.token.drop(self.spark)
-        for group in groups[1:]:
-            Token.cancel(self.spark, group)  # the streaming query's own job group
+        if run_id is not None:
+            Token.cancel(self.spark, run_id)  # the streaming query's own job group
 
     def _stop_query(self) -> None:
         if self.query is None:

@@ -151,7 +151,7 @@ class ChangelogReader(DataSourceStreamReader):
             admitted, newest = self._admit(files[start["seq"] :])
             if not admitted:
                 return start
-            upper = max(start["upper"], (start["upper"] - 1 if newest is None else newest) + 1)
+            upper = start["upper"] if newest is None else max(start["upper"], newest + 1)
             return {"upper": upper, "seq": start["seq"] + admitted, "until": self.options.until}
         now = self.options.clock.read() if self.options.clock else None
         if now is None or now + 1 <= start["upper"]:
@@ -256,12 +256,12 @@ class ChangelogReader(DataSourceStreamReader):
         file after it, and recorded in :data:`HELD_FILE`: reading it would move the upper
         past the expiration, so the replica restarts instead (the engine reads the record).
         """
-        until = self.options.expiration
+        expiration = self.options.expiration
         newest: int | None = None
         for count, name in enumerate(names):
             last = max(self._own_times(name), default=None)
-            if last is not None and until != NO_UNTIL and last >= until:
-                held = HeldInput(file=name, time=last, until=until)
+            if last is not None and expiration != NO_UNTIL and last >= expiration:
+                held = HeldInput(file=name, time=last, expiration=expiration)
                 self.options.log_dir.child(HELD_FILE).write_text(held.to_json())
                 return count, newest
             if last is not None:
@@ -318,15 +318,16 @@ HELD_FILE = "held.json"
 
 @dataclass(frozen=True, slots=True)
 class HeldInput:
-    """A changelog file not read because it has a time at or past ``until``."""
+    """A changelog file not read because it has a time at or past the expiration."""
 
     file: str
     time: int
-    until: int
+    """Its newest time."""
+    expiration: int
 
     def to_json(self) -> str:
         """The record's text."""
-        return json.dumps({"file": self.file, "time": self.time, "until": self.until})
+        return json.dumps({"file": self.file, "time": self.time, "expiration": self.expiration})
 
     @classmethod
     def read(cls, log_dir: Location) -> HeldInput | None:
@@ -335,7 +336,7 @@ class HeldInput:
         if not text:
             return None
         record = json.loads(text)
-        return cls(str(record["file"]), int(record["time"]), int(record["until"]))
+        return cls(str(record["file"]), int(record["time"]), int(record["expiration"]))
 
 
 def _records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
