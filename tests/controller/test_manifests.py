@@ -14,14 +14,18 @@ from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.manifests import (
     STATE_DIR,
     Attempt,
+    attempt_host,
+    build_attempts_service,
     build_driver_pod,
     build_driver_service,
     build_state_claim,
     control_address,
+    driver_service_selector,
     driver_spec_hash,
     memory_to_spark,
 )
 from dataflow_operator.controller.naming import (
+    attempts_service_name,
     driver_pod_name,
     driver_service_name,
     state_claim_name,
@@ -119,7 +123,8 @@ def test_executors_are_created_by_spark_in_the_namespace_owned_by_the_driver() -
     assert conf["spark.kubernetes.container.image"] == "img:1"
     assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "spark"
     assert conf["spark.executor.instances"] == "3"
-    assert conf["spark.driver.host"] == "r1-driver.team.svc"
+    # each attempt has its own name, so a successor's executors never reach its predecessor
+    assert conf["spark.driver.host"] == "driver-1.r1-attempts.team.svc"
     assert conf["spark.kubernetes.executor.label.dataflow.dev/replica"] == "r1"
 
 
@@ -159,18 +164,35 @@ def test_user_spark_conf_cannot_override_the_injected_values() -> None:
     assert conf["spark.kubernetes.driver.pod.name"] == "r1-driver-1"
 
 
-def test_headless_service_selects_the_driver() -> None:
-    service = build_driver_service(replica(), CONFIG)
+def test_the_driver_service_selects_the_serving_attempt_only() -> None:
+    service = build_driver_service(replica(), CONFIG, 3)
     assert service["metadata"]["name"] == "r1-driver"
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"] == {
         "dataflow.dev/replica": "r1",
         "dataflow.dev/role": "driver",
+        "dataflow.dev/attempt": "3",
     }
+    assert service["spec"]["selector"] == driver_service_selector(replica(), 3)
     assert service["metadata"]["ownerReferences"][0]["controller"] is True
 
 
-@pytest.mark.parametrize("build", ["pod", "service", "claim", "pod-with-claim"])
+def test_every_attempt_has_its_own_dns_name_through_the_attempts_service() -> None:
+    service = build_attempts_service(replica(), CONFIG)
+    assert service["metadata"]["name"] == "r1-attempts"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True  # a successor still starting
+    assert service["spec"]["selector"] == {
+        "dataflow.dev/replica": "r1",
+        "dataflow.dev/role": "driver",
+    }
+    pod = pod_of(replica())
+    # hostname.subdomain is the pod's DNS name under that Service: driver-1.r1-attempts
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("driver-1", "r1-attempts")
+    assert attempt_host(replica(), 1) == "driver-1.r1-attempts.team.svc"
+
+
+@pytest.mark.parametrize("build", ["pod", "service", "attempts-service", "claim", "pod-with-claim"])
 def test_built_objects_pass_the_kubernetes_schema(build: str) -> None:
     storage = {"size": "10Gi", "storageClassName": "fast", "accessModes": ["ReadWriteOncePod"]}
     r = replica(
@@ -187,7 +209,8 @@ def test_built_objects_pass_the_kubernetes_schema(build: str) -> None:
     objects = {
         "pod": pod_of,
         "pod-with-claim": pod_of,
-        "service": lambda r: build_driver_service(r, CONFIG),
+        "service": lambda r: build_driver_service(r, CONFIG, 1),
+        "attempts-service": lambda r: build_attempts_service(r, CONFIG),
         "claim": build_state_claim,
     }
     obj = objects[build](r)
@@ -199,6 +222,8 @@ def test_long_names_stay_within_kubernetes_limits() -> None:
     long = "r" * 200
     assert len(driver_service_name(long)) <= 63
     assert driver_service_name(long)[0].isalpha()
+    assert len(attempts_service_name(long)) <= 63
+    assert attempts_service_name(long) != driver_service_name(long)
     assert len(driver_pod_name(long, 12)) <= 253
     assert driver_service_name("1abc").startswith("df-")
     assert len(state_claim_name(long + long)) <= 253
@@ -213,8 +238,10 @@ def test_spec_hash_ignores_restart_policy_but_not_image_or_conf() -> None:
     assert driver_spec_hash(replica(driver={"memory": "2Gi"}), CONFIG) != base
 
 
-def test_control_address_defaults_to_the_service_and_can_be_overridden() -> None:
-    assert control_address(replica(), 8765) == "http://r1-driver.team.svc:8765"
+def test_an_attempt_is_addressed_by_its_pod_ip_else_its_name_unless_overridden() -> None:
+    assert control_address(replica(), 8765, 2, "10.0.0.7") == "http://10.0.0.7:8765"
+    assert control_address(replica(), 8765, 2, "fd00::7") == "http://[fd00::7]:8765"
+    assert control_address(replica(), 8765, 2, None) == "http://driver-2.r1-attempts.team.svc:8765"
     overridden = replica().model_copy(
         update={
             "metadata": replica().metadata.model_copy(
@@ -222,7 +249,7 @@ def test_control_address_defaults_to_the_service_and_can_be_overridden() -> None
             )
         }
     )
-    assert control_address(overridden, 8765) == "http://127.0.0.1:9999"
+    assert control_address(overridden, 8765, 2, "10.0.0.7") == "http://127.0.0.1:9999"
 
 
 def mounts(pod: dict[str, Any]) -> dict[str, str]:
@@ -252,6 +279,17 @@ def test_with_storage_every_attempt_mounts_the_one_claim_at_the_state_dir() -> N
         assert mounts(pod)["state"] == STATE_DIR
         assert volumes(pod)["state"] == {"persistentVolumeClaim": {"claimName": "r1-state"}}
         assert pod["spec"]["securityContext"]["fsGroup"] == 185
+
+
+def test_a_successor_keeps_its_own_state_and_names_its_predecessors() -> None:
+    r = replica(stateUri="s3a://bucket/team/r1")
+    successor = Attempt(4, "r1-driver-4", START, state_dir="attempts/4", keep_state_dir="")
+    pod = build_driver_pod(r, CONFIG, successor)
+    assert env(pod)[injection.ENV_STATE_URI] == "s3a://bucket/team/r1/attempts/4"
+    assert env(pod)[injection.ENV_STATE_KEEP] == ""
+    plain = pod_of(r)
+    assert env(plain)[injection.ENV_STATE_URI] == "s3a://bucket/team/r1"
+    assert injection.ENV_STATE_KEEP not in env(plain)
 
 
 def test_user_env_cannot_move_the_state_location() -> None:

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from dataflow_operator.api import injection
+from dataflow_operator.api.replica import ReplicaStatus
 from dataflow_operator.api.dataflow import NodeStatus
 from dataflow_operator.api.protocol import DataflowReport
 from dataflow_operator.controller.kube import KubeApi
@@ -90,15 +91,15 @@ async def test_driver_pod_carries_the_injected_start_time_and_offset(
     assert pod["metadata"]["ownerReferences"][0]["uid"] == replica["metadata"]["uid"]
     assert status["attempt"] == 1 and status["driverPod"] == "r1-driver-1"
     assert status["expiresAt"] is not None and status["observedGeneration"] == 1
-    assert await cluster.api.get(KubeApi.core("default", "services", "r1-driver"))
+    service = await cluster.api.get(KubeApi.core("default", "services", "r1-driver"))
+    assert service is not None and service["spec"]["selector"]["dataflow.dev/attempt"] == "1"
+    assert await cluster.api.get(KubeApi.core("default", "services", "r1-attempts"))
+    assert status["serviceName"] == "r1-driver"
     # kopf's bookkeeping lives under our prefix, in annotations; never in status
     assert replica["metadata"]["finalizers"] == ["dataflow.dev/finalizer"]
     assert not [k for k in replica["metadata"].get("annotations", {}) if "kopf" in k]
-    assert set(status) <= {
-        "observedGeneration", "conditions", "startTime", "startTimeMs", "expiresAt",
-        "expirationOffset", "driverPod", "attempt", "consecutiveFailures", "restarts",
-        "totalRestarts", "specHash", "phase", "pendingRestart", "nextAttemptAtMs",
-    }  # fmt: skip
+    ours = {field.alias or name for name, field in ReplicaStatus.model_fields.items()}
+    assert set(status) <= ours
 
 
 async def test_metrics_and_liveness_endpoints(
@@ -319,8 +320,10 @@ async def test_operator_killed_mid_restart_converges_to_exactly_one_driver(
 async def test_killed_repeatedly_during_restarts_never_leaves_two_drivers(
     cluster: Cluster, start_operator: Start, operator_log: Callable[[], str]
 ) -> None:
-    """Kill the operator at varying moments while a short expiration keeps restarting."""
-    await cluster.create("replicas", replica_body(expirationOffset="2s"))
+    """Kill the operator at varying moments while a short expiration keeps restarting
+    break-before-make (make-before-break: tests/controller/test_operator_handover.py)."""
+    body = replica_body(expirationOffset="2s", restartStrategy="BreakBeforeMake")
+    await cluster.create("replicas", body)
     for delay in (0.3, 0.7, 1.1, 1.6, 0.2):
         operator = await start_operator(DATAFLOW_EXPIRATION_LEAD_TIME="1s")
         await asyncio.sleep(delay)

@@ -119,7 +119,7 @@ def test_running_without_control_api_is_not_ready_until_the_ready_timeout() -> N
 
 
 def test_expiration_restart_at_the_lead_time_is_not_a_failure() -> None:
-    r = started()
+    r = started(restartStrategy="BreakBeforeMake")
     before = T0 + 24 * HOUR - 600_000 - 1
     same, d = step(r, before, driver=running(), control=OK)
     assert same.status is not None and same.status.attempt == 1
@@ -131,6 +131,7 @@ def test_expiration_restart_at_the_lead_time_is_not_a_failure() -> None:
     assert restarts(r) == {"Expired": 1}
     assert r.status.consecutive_failures == 0
     assert conditions(r)["Expired"] == ("True", "RestartingAtExpiration")
+    assert r.status.unserved_since_ms == before + 1  # nothing serves until it hydrates
     # the old driver goes first; the new one is created once it is gone
     assert d.actions == [Action(ActionKind.DELETE_POD, "r1-driver-1")]
     assert [e.reason for e in d.events] == ["Expired"]
@@ -142,7 +143,7 @@ def test_expiration_restart_at_the_lead_time_is_not_a_failure() -> None:
 
 
 def test_lead_time_is_clamped_to_half_a_short_offset() -> None:
-    r = started(expirationOffset="20s")
+    r = started(expirationOffset="20s", restartStrategy="BreakBeforeMake")
     r2, _ = step(r, T0 + 9_999, driver=running(), control=OK)
     assert r2.status is not None and r2.status.attempt == 1
     r3, _ = step(r, T0 + 10_000, driver=running(), control=OK)
@@ -297,7 +298,7 @@ def test_exit_0_under_on_failure_completes() -> None:
 
 def test_operator_killed_after_recording_the_attempt_converges_to_one_driver() -> None:
     """Status says attempt 2 while attempt 1's pod still runs: delete it, then create 2."""
-    r = started()
+    r = started(restartStrategy="BreakBeforeMake")
     r, _ = step(r, T0 + 24 * HOUR, driver=running(), control=OK)  # expiration restart recorded
     assert r.status is not None and r.status.driver_pod == "r1-driver-2"
     # a fresh operator: no memory, the old pod still there, the new one not yet created

@@ -22,11 +22,13 @@ __all__ = [
     "ENV_START_TIME",
     "ENV_START_TIME_MS",
     "ENV_STATE_DIR",
+    "ENV_STATE_KEEP",
     "ENV_STATE_URI",
     "EXIT_EXPIRED",
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "STATE_ATTEMPTS_DIR",
 ]
 
 ENV_START_TIME_MS = "DATAFLOW_REPLICA_START_TIME_MS"
@@ -53,6 +55,14 @@ ENV_STATE_URI = "DATAFLOW_STATE_URI"
 or ``file://`` URI on a volume mounted in every pod (``spec.storage``, or an emptyDir),
 or an object-store / HDFS URI (``spec.stateUri``: ``s3a://bucket/prefix``, ``gs://…``,
 ``abfss://…``, ``hdfs://…``)."""
+STATE_ATTEMPTS_DIR = "attempts"
+"""Below the state location: the make-before-break successors' own state, one directory
+per attempt number."""
+ENV_STATE_KEEP = "DATAFLOW_STATE_KEEP"
+"""Set on a make-before-break successor, whose state is ``<location>/attempts/N``: the
+state directory of the driver it succeeds (relative to the location, ``''`` for its
+root). At start the successor removes every other attempt's state, so at most the two
+attempts of one handover keep state."""
 ENV_EXECUTOR_POD_TEMPLATE = "DATAFLOW_EXECUTOR_POD_TEMPLATE"
 """The executor pod template (a JSON Pod) the operator built from the Replica: volumes,
 mounts, env (``valueFrom`` included), security context, labels, owner references. The

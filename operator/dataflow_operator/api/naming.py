@@ -12,6 +12,7 @@ import re
 __all__ = [
     "CONTROL_PORT_NAME",
     "CONTROL_TOKEN_KEY",
+    "attempts_service_name",
     "control_token_secret_name",
     "driver_service_name",
     "short_digest",
@@ -32,12 +33,23 @@ def short_digest(text: str, length: int = 8) -> str:
 
 
 def driver_service_name(replica: str) -> str:
-    """The headless Service of a replica's driver (a DNS-1035 label, at most 63 chars)."""
+    """The Service of a replica's serving driver (a DNS-1035 label, at most 63 chars)."""
+    return _service_name(replica, "driver")
+
+
+def attempts_service_name(replica: str) -> str:
+    """The headless Service that gives every driver attempt of a replica its own DNS name
+    (``driver-N.<this>``), which its executors reach it by."""
+    return _service_name(replica, "attempts")
+
+
+def _service_name(replica: str, kind: str) -> str:
     base = _NOT_DNS.sub("-", replica.lower())
-    name = f"{base}-driver"
+    name = f"{base}-{kind}"
     if len(name) <= _MAX_DNS_LABEL and name[0].isalpha():
         return name
-    return f"df-{base[: _MAX_DNS_LABEL - 19].strip('-')}-{short_digest(replica)}-driver"
+    keep = _MAX_DNS_LABEL - len(kind) - 13
+    return f"df-{base[:keep].strip('-')}-{short_digest(replica)}-{kind}"
 
 
 def control_token_secret_name(replica: str) -> str:

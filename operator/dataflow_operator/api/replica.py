@@ -17,6 +17,9 @@ __all__ = [
     "DriverResources",
     "EnvVar",
     "ExecutorResources",
+    "Handover",
+    "HandoverOutcome",
+    "HandoverRecord",
     "Replica",
     "ReplicaSpec",
     "ReplicaStatus",
@@ -24,6 +27,7 @@ __all__ = [
     "RestartPolicy",
     "RestartPolicyType",
     "RestartReason",
+    "RestartStrategy",
     "StateStorage",
 ]
 
@@ -49,6 +53,26 @@ class RestartReason(StrEnum):
     DRIVER_FAILED = "DriverFailed"
     DRIVER_LOST = "DriverLost"
     SPEC_CHANGED = "SpecChanged"
+
+
+class RestartStrategy(StrEnum):
+    """How an expiration restart replaces the driver."""
+
+    MAKE_BEFORE_BREAK = "MakeBeforeBreak"
+    """Start the successor beside the current driver; cut over once it is hydrated."""
+    BREAK_BEFORE_MAKE = "BreakBeforeMake"
+    """Stop the current driver, then start the next: one driver at a time."""
+
+
+class HandoverOutcome(StrEnum):
+    """How a handover from one driver attempt to its successor ended."""
+
+    CUT_OVER = "CutOver"
+    """The successor hydrated and took over; readers saw no gap."""
+    LATE = "Late"
+    """The predecessor reached its expiration first: the successor took over unhydrated."""
+    ABANDONED = "Abandoned"
+    """The successor failed; the current driver served on and restarted at its expiration."""
 
 
 class Backoff(ApiModel):
@@ -211,6 +235,15 @@ class ReplicaSpec(ApiModel):
     restart_policy: RestartPolicy = Field(
         default_factory=RestartPolicy, description="How ended drivers are replaced."
     )
+    restart_strategy: RestartStrategy = Field(
+        default=RestartStrategy.MAKE_BEFORE_BREAK,
+        description="How an expiration restart replaces the driver. MakeBeforeBreak: the "
+        "successor starts beside the current driver (its own state, hydrated from the "
+        "sources) and the driver Service switches to it once every dataflow on it is "
+        "hydrated, so readers see no gap; it costs a second driver (and its executors) "
+        "for the overlap. BreakBeforeMake: the driver is stopped first (tight quotas); "
+        "the replica serves nothing until the new driver has hydrated.",
+    )
     storage: StateStorage | None = Field(
         default=None,
         description="Persistent storage for the replica's state (Spark checkpoints and "
@@ -299,6 +332,34 @@ class RestartCount(ApiModel):
     count: int = Field(ge=0, description="How many times.")
 
 
+class Handover(ApiModel):
+    """The successor attempt of a make-before-break restart, while it hydrates."""
+
+    attempt: int = Field(ge=1, description="The successor's attempt number.")
+    driver_pod: str = Field(description="The successor's driver pod.")
+    start_time: str = Field(description="The successor's start time (RFC 3339).")
+    start_time_ms: int = Field(description="The same start time in epoch milliseconds.")
+    expires_at: str | None = Field(default=None, description="When the successor expires.")
+    expiration_offset: str = Field(description="The offset in force for the successor.")
+    spec_hash: str = Field(description="Hash of the driver-relevant spec it was built from.")
+    state_dir: str = Field(description="Its state, relative to the replica's state location.")
+    phase: str = Field(
+        description="Starting (pod created, control API not answering yet) or Hydrating."
+    )
+
+
+class HandoverRecord(ApiModel):
+    """How the last handover ended."""
+
+    attempt: int = Field(ge=1, description="The successor's attempt number.")
+    outcome: HandoverOutcome = Field(description="CutOver, Late or Abandoned.")
+    at: str = Field(description="When it ended (RFC 3339).")
+    overlap_seconds: float = Field(
+        ge=0, description="How long the successor ran beside its predecessor."
+    )
+    message: str = Field(default="", max_length=1024, description="What happened.")
+
+
 class ReplicaStatus(ApiModel):
     """The observed state of a replica."""
 
@@ -357,6 +418,48 @@ class ReplicaStatus(ApiModel):
         default=None,
         description="The PersistentVolumeClaim that holds the replica's state; absent: "
         "the state is ephemeral (no spec.storage).",
+    )
+    state_dir: str = Field(
+        default="",
+        description="The current attempt's state, relative to the replica's state location "
+        "('' is its root; a make-before-break successor gets attempts/N).",
+    )
+    service_name: str | None = Field(
+        default=None,
+        description="The driver Service that users and the operator address: it selects the "
+        "serving attempt's pod.",
+    )
+    hydrated_at_ms: int | None = Field(
+        default=None,
+        description="When every dataflow of the current attempt was first seen hydrated.",
+    )
+    last_hydration_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="How long the last attempt took from its start to hydrated; sizes the "
+        "handover lead time.",
+    )
+    restart_strategy: RestartStrategy | None = Field(
+        default=None,
+        description="The strategy the next expiration restart will use (BreakBeforeMake when "
+        "MakeBeforeBreak cannot apply; the Expired condition says why).",
+    )
+    planned_cutover_at: str | None = Field(
+        default=None,
+        description="When the next expiration restart begins (RFC 3339): MakeBeforeBreak "
+        "starts the successor then and cuts over once it is hydrated; BreakBeforeMake stops "
+        "the driver then.",
+    )
+    unserved_since_ms: int | None = Field(
+        default=None,
+        description="Since when no hydrated driver serves (a break-before-make restart or a "
+        "late handover), until the new attempt has hydrated.",
+    )
+    handover: Handover | None = Field(
+        default=None, description="The successor attempt, while a handover is under way."
+    )
+    last_handover: HandoverRecord | None = Field(
+        default=None, description="How the last handover ended."
     )
 
 

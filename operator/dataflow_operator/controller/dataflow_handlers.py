@@ -115,7 +115,11 @@ def dataflow_deleted(
     holders = sorted(
         replica
         for replica, rt in state.replicas_of(namespace, cluster)
-        if rt.ready and rt.report is not None and any(d.name == name for d in rt.report.dataflows)
+        for link in (rt.serving, rt.successor)
+        if link is not None
+        and link.ready
+        and link.report is not None
+        and any(d.name == name for d in link.report.dataflows)
     )
     if not holders:
         kopf.event(

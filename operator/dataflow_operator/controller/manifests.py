@@ -24,7 +24,8 @@ Injected environment of the driver container:
 ``DATAFLOW_SPARK_MASTER``           ``k8s://https://kubernetes.default.svc``, or
                                     ``local[N]`` with ``executor.instances: 0``
 ``DATAFLOW_SPARK_CONF``             every Spark setting below, as a JSON object
-``DATAFLOW_STATE_URI``              the state location (see below)
+``DATAFLOW_STATE_URI``              the attempt's state (see below)
+``DATAFLOW_STATE_KEEP``             a successor's predecessor's state (see below)
 ``DATAFLOW_EXECUTOR_POD_TEMPLATE``  the executor pod template, JSON (with executors)
 ==================================  ==================================================
 
@@ -36,6 +37,16 @@ Replica's PersistentVolumeClaim (``<replica>-state``, built by :func:`build_stat
 created before any driver pod, shared by every attempt and mounted on every executor), so
 a restarted driver resumes from its checkpoint; without it, an emptyDir that dies with
 the pod (driver only: :mod:`dataflow_operator.api.replica_rules` refuses executors then).
+
+A make-before-break successor runs beside the driver it succeeds, so it gets its own
+state, ``attempts/N`` under the location, and ``DATAFLOW_STATE_KEEP`` names the
+predecessor's (it removes every other attempt's state when it starts). Every other
+attempt keeps the state directory of the one it replaces and resumes from its checkpoint.
+
+Two Services: the driver Service (``<replica>-driver``, :func:`build_driver_service`)
+selects the serving attempt's pod, and is what users and the operator address; the
+headless ``<replica>-attempts`` (:func:`build_attempts_service`) gives every driver pod
+its own DNS name, ``driver-N.<replica>-attempts``, which its executors reach it by.
 
 The control API requires the token of the Replica's Secret ``<replica>-control-token``
 (built by :func:`build_control_token_secret`), mounted read-only into the driver.
@@ -67,6 +78,7 @@ from dataflow_operator.controller.naming import (
     ROLE_DRIVER,
     ROLE_EXECUTOR,
     ROLE_STATE,
+    attempts_service_name,
     control_token_secret_name,
     driver_service_name,
     standard_labels,
@@ -86,12 +98,15 @@ __all__ = [
     "STATE_DIR",
     "STATE_VOLUME",
     "Attempt",
+    "attempt_host",
+    "build_attempts_service",
     "build_control_token_secret",
     "build_driver_pod",
     "build_driver_service",
     "build_executor_pod_template",
     "build_state_claim",
     "control_address",
+    "driver_service_selector",
     "driver_spec_hash",
     "effective_offset",
     "memory_to_spark",
@@ -150,6 +165,10 @@ class Attempt:
     number: int
     pod_name: str
     start_time_ms: Timestamp
+    state_dir: str = ""
+    """Its state, relative to the replica's state location (``''``: the root)."""
+    keep_state_dir: str | None = None
+    """A make-before-break successor's predecessor's state dir (kept while it runs)."""
 
 
 def quantity_bytes(quantity: str) -> int:
@@ -227,17 +246,26 @@ def spark_master(replica: Replica) -> str:
     return SPARK_MASTER
 
 
-def control_address(replica: Replica, port: int) -> str:
-    """``http://host:port`` of the replica's control API.
+def attempt_host(replica: Replica, attempt: int) -> str:
+    """The DNS name of one attempt's driver pod: ``driver-N.<replica>-attempts.<ns>.svc``."""
+    service = attempts_service_name(replica.metadata.name)
+    return f"driver-{attempt}.{service}.{_namespace(replica)}.svc"
 
-    The driver Service's DNS name, unless the Replica's
-    ``dataflow.dev/control-address`` annotation names another address.
+
+def control_address(replica: Replica, port: int, attempt: int, pod_ip: str | None) -> str:
+    """``http://host:port`` of one attempt's control API.
+
+    Its pod's IP when known, else its DNS name; the Replica's
+    ``dataflow.dev/control-address`` annotation overrides both (one address for every
+    attempt: such a replica restarts BreakBeforeMake).
     """
     override = replica.metadata.annotations.get(ANNOTATION_CONTROL_ADDRESS)
     if override:
         return override if "://" in override else f"http://{override}"
-    service = driver_service_name(replica.metadata.name)
-    return f"http://{service}.{_namespace(replica)}.svc:{port}"
+    host = pod_ip if pod_ip else attempt_host(replica, attempt)
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def spark_conf(
@@ -263,7 +291,7 @@ def spark_conf(
     if spec.driver.memory_overhead:
         conf["spark.driver.memoryOverhead"] = memory_to_spark(spec.driver.memory_overhead)
     if spec.executor.instances > 0:
-        conf.update(_executor_conf(replica, config))
+        conf.update(_executor_conf(replica, config, attempt))
     user = {k: v for k, v in spec.spark_conf.items() if not k.startswith(_PROTECTED_PREFIXES)}
     conf.update(user)
     if spec.executor.instances > 0:
@@ -274,17 +302,16 @@ def spark_conf(
     return dict(sorted(conf.items()))
 
 
-def _executor_conf(replica: Replica, config: OperatorConfig) -> dict[str, str]:
+def _executor_conf(replica: Replica, config: OperatorConfig, attempt: Attempt) -> dict[str, str]:
     """Spark on Kubernetes: where and how Spark creates the executors."""
     spec = replica.spec
     namespace = _namespace(replica)
-    service = driver_service_name(replica.metadata.name)
     labels = standard_labels(replica.metadata.name, spec.cluster)
     conf: dict[str, str] = {
         "spark.kubernetes.namespace": namespace,
         "spark.kubernetes.container.image": _image(replica, config),
         "spark.kubernetes.executor.deleteOnTermination": "true",
-        "spark.driver.host": f"{service}.{namespace}.svc",
+        "spark.driver.host": attempt_host(replica, attempt.number),
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),
         "spark.driver.blockManager.port": str(DRIVER_BLOCK_MANAGER_PORT),
@@ -341,12 +368,18 @@ def _env(
         injection.ENV_CONTROL_TOKEN_FILE: CONTROL_TOKEN_FILE,
         injection.ENV_SPARK_MASTER: spark_master(replica),
         injection.ENV_SPARK_CONF: json.dumps(spark_conf(replica, config, attempt, offset)),
-        injection.ENV_STATE_URI: state_uri(replica),
+        injection.ENV_STATE_URI: _join(state_uri(replica), attempt.state_dir),
     }
+    if attempt.keep_state_dir is not None:
+        injected[injection.ENV_STATE_KEEP] = attempt.keep_state_dir
     if replica.spec.executor.instances > 0:
         template = build_executor_pod_template(replica)
         injected[injection.ENV_EXECUTOR_POD_TEMPLATE] = json.dumps(template, separators=(",", ":"))
     return _with_user_env(replica, injected)
+
+
+def _join(location: str, relative: str) -> str:
+    return f"{location.rstrip('/')}/{relative}" if relative else location
 
 
 def _with_user_env(replica: Replica, injected: dict[str, str]) -> list[dict[str, Any]]:
@@ -457,7 +490,8 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [container],
-        "subdomain": driver_service_name(replica.metadata.name),
+        "hostname": f"driver-{attempt.number}",
+        "subdomain": attempts_service_name(replica.metadata.name),
         "volumes": [
             *_state_volumes(replica),
             {
@@ -549,23 +583,56 @@ def build_control_token_secret(replica: Replica, token: str) -> dict[str, Any]:
     }
 
 
-def build_driver_service(replica: Replica, config: OperatorConfig) -> dict[str, Any]:
-    """The headless Service that gives the current driver a stable DNS name.
+def build_driver_service(
+    replica: Replica, config: OperatorConfig, serving_attempt: int
+) -> dict[str, Any]:
+    """The headless Service that users and the operator address: the serving driver.
 
-    Executors reach the driver through it (``spark.driver.host``), and so does the
-    operator's control-API client. It selects whichever driver pod of the replica
-    exists; there is never more than one.
+    It selects the pod of ``serving_attempt`` only, so that a make-before-break
+    successor, running beside it while it hydrates, receives no traffic until the
+    operator cuts over (by patching the selector).
     """
+    return _service(
+        replica,
+        config,
+        driver_service_name(replica.metadata.name),
+        {LABEL_ATTEMPT: str(serving_attempt)},
+    )
+
+
+def build_attempts_service(replica: Replica, config: OperatorConfig) -> dict[str, Any]:
+    """The headless Service behind every attempt's own DNS name (``driver-N.<service>``).
+
+    It selects every driver pod of the replica, ready or not: each pod's ``hostname`` and
+    ``subdomain`` give it a name here, which its executors use as ``spark.driver.host``.
+    """
+    return _service(replica, config, attempts_service_name(replica.metadata.name), {})
+
+
+def driver_service_selector(replica: Replica, serving_attempt: int) -> dict[str, str]:
+    """The driver Service's selector while ``serving_attempt`` serves."""
+    labels = standard_labels(replica.metadata.name, replica.spec.cluster)
+    return {
+        LABEL_REPLICA: labels[LABEL_REPLICA],
+        LABEL_ROLE: ROLE_DRIVER,
+        LABEL_ATTEMPT: str(serving_attempt),
+    }
+
+
+def _service(
+    replica: Replica, config: OperatorConfig, name: str, extra_selector: dict[str, str]
+) -> dict[str, Any]:
     labels = standard_labels(replica.metadata.name, replica.spec.cluster)
     selector = {
         LABEL_REPLICA: labels[LABEL_REPLICA],
         LABEL_ROLE: ROLE_DRIVER,
+        **extra_selector,
     }
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": driver_service_name(replica.metadata.name),
+            "name": name,
             "namespace": _namespace(replica),
             "labels": labels,
             "ownerReferences": [_owner_reference(replica)],

@@ -81,6 +81,20 @@ class Metrics:
             registry=self.registry,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
         )
+        self.unserved_seconds = Histogram(
+            "dataflow_operator_replica_unserved_seconds",
+            "Per expiration restart: how long no hydrated driver served the replica "
+            "(0 for a make-before-break cutover).",
+            registry=self.registry,
+            buckets=(0, 1, 5, 15, 30, 60, 120, 300, 600, 1800),
+        )
+        self.handover_seconds = Histogram(
+            "dataflow_operator_replica_handover_overlap_seconds",
+            "Per handover: how long the successor ran beside its predecessor.",
+            ["outcome"],
+            registry=self.registry,
+            buckets=(5, 15, 30, 60, 120, 300, 600, 1800, 3600),
+        )
         self.control_errors = Counter(
             "dataflow_operator_control_api_errors",
             "Failed calls to replicas' control API.",

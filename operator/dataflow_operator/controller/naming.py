@@ -8,7 +8,11 @@ pod it meant to create instead of creating a second one.
 from __future__ import annotations
 
 from dataflow_operator.api.meta import GROUP
-from dataflow_operator.api.naming import control_token_secret_name, driver_service_name
+from dataflow_operator.api.naming import (
+    attempts_service_name,
+    control_token_secret_name,
+    driver_service_name,
+)
 from dataflow_operator.api.naming import short_digest as _digest
 
 __all__ = [
@@ -24,6 +28,7 @@ __all__ = [
     "ROLE_DRIVER",
     "ROLE_EXECUTOR",
     "ROLE_STATE",
+    "attempts_service_name",
     "control_token_secret_name",
     "driver_pod_name",
     "driver_service_name",

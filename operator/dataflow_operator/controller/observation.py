@@ -52,6 +52,8 @@ class PodObservation:
     """The container's waiting or terminated reason (``ImagePullBackOff``, ``OOMKilled``),
     else the pod's own (``Evicted``)."""
     message: str = ""
+    ip: str | None = None
+    """``status.podIP``: where the operator reaches its control API."""
 
     @property
     def terminated(self) -> bool:
@@ -104,6 +106,7 @@ def observe_pod(pod: Mapping[str, Any]) -> PodObservation:
         exit_code=exit_code,
         reason=reason,
         message=message,
+        ip=status.get("podIP") or None,
     )
 
 

@@ -25,8 +25,8 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from dataflow_operator.api.protocol import ReplicaReport
-from dataflow_operator.api.replica import Replica, ReplicaStatus, RestartReason
+from dataflow_operator.api.protocol import DesiredDataflows, ReplicaPhase, ReplicaReport
+from dataflow_operator.api.replica import HandoverOutcome, Replica, ReplicaStatus, RestartReason
 from dataflow_operator.api.replica_rules import replica_problems
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.dataflow_logic import status_patch
@@ -35,11 +35,13 @@ from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.manifests import (
     CONTROL_TOKEN_KEY,
     Attempt,
+    build_attempts_service,
     build_control_token_secret,
     build_driver_pod,
     build_driver_service,
     build_state_claim,
     control_address,
+    driver_service_selector,
 )
 from dataflow_operator.controller.naming import (
     control_token_secret_name,
@@ -49,6 +51,7 @@ from dataflow_operator.controller.naming import (
 from dataflow_operator.controller.observation import (
     ClaimObservation,
     PodObservation,
+    PodPhase,
     observe_claim,
     observe_pod,
 )
@@ -60,7 +63,13 @@ from dataflow_operator.controller.replica_logic import (
     ReplicaView,
     decide,
 )
-from dataflow_operator.controller.state import OperatorState, ReplicaRuntime, now_ms
+from dataflow_operator.controller.state import (
+    AttemptLink,
+    ClusterView,
+    OperatorState,
+    ReplicaRuntime,
+    now_ms,
+)
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import ConditionStatus, set_condition
 from dataflow_operator.core.durations import parse_duration
@@ -199,17 +208,20 @@ async def _iteration(
         status = ReplicaStatus()
     replica = replica.model_copy(update={"status": status})
     rt.cluster = replica.spec.cluster
+    cluster = state.cluster_view(
+        namespace, replica.spec.cluster, dataflows.get((namespace, replica.spec.cluster), [])
+    )
+    successor_pod = status.handover.driver_pod if status.handover is not None else None
     pods = [p for p in driver_pods.get((namespace, label_value(name)), []) if p.name]
-    driver = next((p for p in pods if p.name == status.driver_pod), None)
-    others = tuple(p for p in pods if p.name != status.driver_pod)
-    driver, others = await _confirm(state.kube, namespace, status, driver, others)
+    driver, successor, others = await _confirm(state.kube, namespace, status, pods)
     if driver is None or driver.deleting:
         rt.driver_missing_since = rt.driver_missing_since or now
     else:
         rt.driver_missing_since = None
-    if rt.report is not None and rt.report_pod != status.driver_pod:
+    if rt.serving is not None and rt.serving.pod != status.driver_pod:
         _forget_control(state, rt, namespace)
-    control = ControlObservation(rt.ready, rt.report, rt.control_error) if rt.report_pod else None
+    if rt.successor is not None and rt.successor.pod != successor_pod:
+        rt.successor = None
     decision = decide(
         ReplicaView(
             replica=replica,
@@ -218,54 +230,156 @@ async def _iteration(
             driver=driver,
             other_pods=others,
             driver_missing_since=rt.driver_missing_since,
-            control=control,
+            control=_observation(rt.serving, cluster.desired),
             claim=await _observe_claim(state.kube, rt, replica),
+            successor=successor,
+            successor_control=_observation(rt.successor, cluster.desired),
+            sink_dataflows=tuple(
+                d.name for d in cluster.desired.dataflows if d.spec.sink is not None
+            ),
         )
     )
-    await _write_status(state.kube, rt, namespace, name, decision.status.to_wire())
+    new = decision.status
+    await _write_status(state.kube, rt, namespace, name, new.to_wire())
+    await _ensure_services(state, rt, replica, new.attempt)
     await _act(state, rt, replica, decision)
+    _record(state, body, decision)
+    if rt.successor is not None and rt.successor.pod == new.driver_pod:
+        _promote(state, rt, namespace)
+    rt.conditions = {c.type: c.status for c in new.conditions}
+    rt.expires_at_ms = (
+        (new.start_time_ms or 0) + _offset_ms(new.expiration_offset) if new.expires_at else None
+    )
+    seen = [p for p in (driver, successor) if p is not None]
+    delay = await _poll(state, rt, replica.model_copy(update={"status": new}), cluster, seen)
+    return _min(_min(decision.requeue_after_ms, delay), config.reconcile_interval.millis) or 0
+
+
+async def _poll(
+    state: OperatorState,
+    rt: ReplicaRuntime,
+    replica: Replica,
+    cluster: ClusterView,
+    pods: list[PodObservation],
+) -> int | None:
+    """Sync and poll the serving driver, and a successor that runs; ms until next time.
+
+    ``pods``: the serving and successor pods as observed before the decision (a cutover
+    may have swapped their roles since).
+    """
+    status = replica.status or ReplicaStatus()
+    namespace = replica.metadata.namespace or "default"
+    by_name = {p.name: p for p in pods}
+    delay: int | None = None
+    driver = by_name.get(status.driver_pod or "")
+    if status.phase == Phase.RUNNING.value and driver is not None:
+        rt.serving = rt.serving or AttemptLink(driver.name)
+        delay = await _sync(
+            state,
+            rt,
+            rt.serving,
+            replica=replica,
+            attempt=status.attempt,
+            pod=driver,
+            cluster=cluster,
+        )
+    elif rt.serving is not None:
+        _forget_control(state, rt, namespace)
+    handover = status.handover
+    successor = by_name.get(handover.driver_pod) if handover is not None else None
+    if handover is not None and successor is not None and successor.phase is PodPhase.RUNNING:
+        rt.successor = rt.successor or AttemptLink(successor.name)
+        poll = await _sync(
+            state,
+            rt,
+            rt.successor,
+            replica=replica,
+            attempt=handover.attempt,
+            pod=successor,
+            cluster=cluster,
+        )
+        delay = _min(delay, poll)
+    return delay
+
+
+def _observation(link: AttemptLink | None, desired: DesiredDataflows) -> ControlObservation | None:
+    """What the last poll of one attempt says, for the decision."""
+    if link is None:
+        return None
+    return ControlObservation(link.ready, link.report, link.error, _hydrated(link, desired))
+
+
+def _hydrated(link: AttemptLink, desired: DesiredDataflows) -> bool:
+    """Every desired dataflow is installed at its generation and hydrated on the attempt."""
+    report = link.report
+    if not link.ready or report is None or report.phase is not ReplicaPhase.RUNNING:
+        return False
+    if link.applied is None:
+        return False  # the desired set was never accepted: the report is not about it
+    reported = {d.name: d for d in report.dataflows if not d.dropping}
+    for wanted in desired.dataflows:
+        seen = reported.get(wanted.name)
+        if seen is None or not seen.hydrated:
+            return False
+        if wanted.generation is not None and seen.generation not in (None, wanted.generation):
+            return False
+    return True
+
+
+def _record(state: OperatorState, body: kopf.Body, decision: Decision) -> None:
+    """The decision's Events and metrics."""
     for note in decision.events:
         kopf.event(body, type=note.type, reason=note.reason, message=note.message)
         if note.reason in _RESTART_REASONS:
             state.metrics.restarts.labels(note.reason).inc()
-    rt.conditions = {c.type: c.status for c in decision.status.conditions}
-    rt.expires_at_ms = (
-        (decision.status.start_time_ms or 0) + _offset_ms(decision.status.expiration_offset)
-        if decision.status.expires_at
-        else None
-    )
-    delay = decision.requeue_after_ms
-    if decision.status.phase == Phase.RUNNING.value and driver is not None:
-        delay = _min(delay, await _sync(state, rt, replica, decision.status, dataflows))
-    elif rt.report is not None or rt.ready:
-        _forget_control(state, rt, namespace)
-    return _min(delay, config.reconcile_interval.millis) or 0
+    if decision.unserved_seconds is not None:
+        state.metrics.unserved_seconds.observe(decision.unserved_seconds)
+    handover = decision.status.last_handover
+    if decision.overlap_seconds is not None and handover is not None:
+        outcome = handover.outcome
+        state.metrics.handover_seconds.labels(outcome.value).observe(decision.overlap_seconds)
+        if outcome is not HandoverOutcome.ABANDONED:
+            state.metrics.restarts.labels(RestartReason.EXPIRED.value).inc()
+
+
+def _promote(state: OperatorState, rt: ReplicaRuntime, namespace: str) -> None:
+    """After a cutover: the successor's control link serves, its reports reach the Dataflows."""
+    link = rt.successor
+    assert link is not None
+    _forget_control(state, rt, namespace)
+    rt.serving, rt.successor = link, None
+    if rt.cluster is not None and link.report is not None:
+        state.mark_dirty(namespace, rt.cluster, [d.name for d in link.report.dataflows])
 
 
 async def _confirm(
-    kube: KubeApi,
-    namespace: str,
-    status: ReplicaStatus,
-    driver: PodObservation | None,
-    others: tuple[PodObservation, ...],
-) -> tuple[PodObservation | None, tuple[PodObservation, ...]]:
-    """Ask the API server directly where the watch-fed index and the plan disagree.
+    kube: KubeApi, namespace: str, status: ReplicaStatus, pods: list[PodObservation]
+) -> tuple[PodObservation | None, PodObservation | None, tuple[PodObservation, ...]]:
+    """The serving pod, the successor's and the others; the API server settles doubts.
 
     Before a pod counts as missing (lost, or never created), and while a new attempt
     waits for older pods to go, a GET settles it: a watch can lag or, on emulators,
     drop events, and neither may cost a second driver or a stuck restart.
     """
-    if driver is None and status.driver_pod:
-        found = await kube.get(KubeApi.core(namespace, "pods", status.driver_pod))
-        if found is not None:
-            driver = observe_pod(found)
+    successor_name = status.handover.driver_pod if status.handover is not None else None
+    driver = next((p for p in pods if p.name == status.driver_pod), None)
+    successor = next((p for p in pods if p.name == successor_name), None)
+    others = tuple(p for p in pods if p.name not in (status.driver_pod, successor_name))
+    for name, seen in ((status.driver_pod, driver), (successor_name, successor)):
+        if seen is None and name:
+            found = await kube.get(KubeApi.core(namespace, "pods", name))
+            if found is not None:
+                if name == status.driver_pod:
+                    driver = observe_pod(found)
+                else:
+                    successor = observe_pod(found)
     if others and status.phase == Phase.CREATING.value:
         confirmed = []
         for pod in others:
             if await kube.get(KubeApi.core(namespace, "pods", pod.name)) is not None:
                 confirmed.append(pod)
         others = tuple(confirmed)
-    return driver, others
+    return driver, successor, others
 
 
 async def _observe_claim(
@@ -351,12 +465,44 @@ def _min(a: int | None, b: int | None) -> int | None:
 
 
 def _forget_control(state: OperatorState, rt: ReplicaRuntime, namespace: str) -> None:
-    """The driver changed or stopped: its reports no longer describe the replica."""
+    """The serving driver changed or stopped: its reports no longer describe the replica."""
     had = rt.report
-    rt.report, rt.ready, rt.report_pod, rt.applied = None, False, None, None
-    rt.control_error = None
+    rt.serving = None
     if had is not None and rt.cluster is not None:
         state.mark_dirty(namespace, rt.cluster, [d.name for d in had.dataflows])
+
+
+async def _ensure_services(
+    state: OperatorState, rt: ReplicaRuntime, replica: Replica, serving_attempt: int
+) -> None:
+    """The attempts Service exists; the driver Service exists and selects the serving attempt.
+
+    Idempotent (a 409 on create is success), so an operator restarted at any point gets
+    there again; the selector is written again after every cutover.
+    """
+    namespace = replica.metadata.namespace or "default"
+    if not rt.attempts_service_ensured:
+        await _create(state.kube, namespace, build_attempts_service(replica, state.config))
+        rt.attempts_service_ensured = True
+    if serving_attempt < 1 or rt.service_attempt == serving_attempt:
+        return
+    service = build_driver_service(replica, state.config, serving_attempt)
+    if not await _create(state.kube, namespace, service):
+        path = KubeApi.core(namespace, "services", service["metadata"]["name"])
+        selector = driver_service_selector(replica, serving_attempt)
+        await state.kube.merge_patch(path, {"spec": {"selector": selector}})
+    rt.service_attempt = serving_attempt
+
+
+async def _create(kube: KubeApi, namespace: str, service: dict[str, Any]) -> bool:
+    """Create a Service; False when it existed already."""
+    try:
+        await kube.create(KubeApi.core(namespace, "services"), service)
+    except ApiError as error:
+        if error.status != 409:
+            raise
+        return False
+    return True
 
 
 async def _act(
@@ -368,19 +514,9 @@ async def _act(
         if action.kind is ActionKind.DELETE_POD:
             await state.kube.delete(path)
             continue
-        if not rt.service_ensured:
-            service = build_driver_service(replica, state.config)
-            try:
-                await state.kube.create(KubeApi.core(namespace, "services"), service)
-            except ApiError as error:
-                if error.status != 409:
-                    raise
-            rt.service_ensured = True
         await _ensure_claim(state.kube, rt, replica)
         await _ensure_token(state.kube, rt, replica)
-        status = decision.status
-        attempt = Attempt(status.attempt, action.pod, status.start_time_ms or now_ms())
-        pod = build_driver_pod(replica, state.config, attempt)
+        pod = build_driver_pod(replica, state.config, _attempt_of(decision.status, action.pod))
         try:
             await state.kube.create(KubeApi.core(namespace, "pods"), pod)
         except ApiError as error:
@@ -388,32 +524,47 @@ async def _act(
                 raise
 
 
+def _attempt_of(status: ReplicaStatus, pod: str) -> Attempt:
+    """The recorded attempt a pod to create belongs to: the serving one or the successor."""
+    handover = status.handover
+    if handover is not None and handover.driver_pod == pod:
+        return Attempt(
+            handover.attempt,
+            pod,
+            handover.start_time_ms,
+            state_dir=handover.state_dir,
+            keep_state_dir=status.state_dir,
+        )
+    return Attempt(status.attempt, pod, status.start_time_ms or now_ms(), status.state_dir)
+
+
 async def _sync(
     state: OperatorState,
     rt: ReplicaRuntime,
+    link: AttemptLink,
+    *,
     replica: Replica,
-    status: ReplicaStatus,
-    dataflows: kopf.Index[Any, Mapping[str, Any]],
+    attempt: int,
+    pod: PodObservation,
+    cluster: ClusterView,
 ) -> int:
-    """Install the desired set if it changed, pull the status; ms until the next poll."""
+    """Install the desired set on one attempt if it changed, pull its status; ms until the
+    next poll. Only the serving attempt's reports reach the Dataflows' status."""
     config, now = state.config, now_ms()
     namespace = replica.metadata.namespace or "default"
-    view = state.cluster_view(
-        namespace, replica.spec.cluster, dataflows.get((namespace, replica.spec.cluster), [])
-    )
-    wanted = (status.attempt, view.digest)
-    if rt.applied == wanted and now < rt.next_poll_at:
-        return rt.next_poll_at - now
-    address = control_address(replica, config.control_port)
+    serving = link is rt.serving
+    if link.applied == cluster.digest and now < link.next_poll_at:
+        return link.next_poll_at - now
+    address = control_address(replica, config.control_port, attempt, pod.ip)
     log = get_logger("dataflow_operator.replica").bind(
-        namespace=namespace, name=replica.metadata.name
+        namespace=namespace, name=replica.metadata.name, pod=link.pod
     )
-    was_ready = rt.ready
+    was_ready = link.ready
     token = await _control_token(state.kube, rt, replica)
     try:
-        if rt.applied != wanted:
-            result = await state.control.put_dataflows(address, view.desired, token)
-            rt.applied = wanted
+        if link.applied != cluster.digest:
+            result = await state.control.put_dataflows(address, cluster.desired, token)
+            link.applied = cluster.digest
             if result.failed:
                 for dataflow, why in sorted(result.failed.items()):
                     log.warning("dataflow failed to install", dataflow=dataflow, error=why)
@@ -422,19 +573,21 @@ async def _sync(
         if error.status == 401:
             rt.token = None  # read the Secret again: it may have been replaced
         state.metrics.control_errors.labels(error.reason).inc()
-        rt.ready, rt.control_error = False, error.message
-        rt.report_pod = status.driver_pod
-        rt.next_poll_at = now_ms() + config.status_poll_interval.millis
-        if was_ready:
-            _mark_report(state, rt, namespace, None)
+        link.ready, link.error = False, error.message
+        link.next_poll_at = now_ms() + config.status_poll_interval.millis
+        if was_ready and serving:
+            _mark_report(state, rt, namespace, link, None)
             return 0
         return config.status_poll_interval.millis
-    rt.ready, rt.control_error, rt.report_pod = True, None, status.driver_pod
-    _mark_report(state, rt, namespace, report)
+    link.ready, link.error = True, None
+    if serving:
+        _mark_report(state, rt, namespace, link, report)
+    else:
+        link.report, link.report_at = report, now_ms()
     installed = {d.name for d in report.dataflows if not d.dropping}  # dropping: on its way out
-    if installed != {d.name for d in view.desired.dataflows}:
-        rt.applied = None  # the replica lost or kept something: send the full set again
-    rt.next_poll_at = now_ms() + config.status_poll_interval.millis
+    if installed != {d.name for d in cluster.desired.dataflows}:
+        link.applied = None  # the replica lost or kept something: send the full set again
+    link.next_poll_at = now_ms() + config.status_poll_interval.millis
     return 0 if not was_ready else config.status_poll_interval.millis
 
 
@@ -443,11 +596,15 @@ def _names(report: ReplicaReport | None) -> Iterable[str]:
 
 
 def _mark_report(
-    state: OperatorState, rt: ReplicaRuntime, namespace: str, report: ReplicaReport | None
+    state: OperatorState,
+    rt: ReplicaRuntime,
+    namespace: str,
+    link: AttemptLink,
+    report: ReplicaReport | None,
 ) -> None:
-    """Keep the new report; mark the dataflows whose view of this replica changed."""
-    old = rt.report
-    rt.report, rt.report_at = report, now_ms()
+    """Keep the serving attempt's new report; mark the dataflows whose view changed."""
+    old = link.report
+    link.report, link.report_at = report, now_ms()
     if rt.cluster is None:
         return
     before = {d.name: d for d in old.dataflows} if old is not None else {}

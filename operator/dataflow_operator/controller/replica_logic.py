@@ -20,6 +20,12 @@ that object store / HDFS location: ``PersistentState=True`` (``StateUri``). With
 the state is an emptyDir, lost on every restart: ``PersistentState=False``
 (``EphemeralState``). Each message says where the state lives.
 
+Expiration restarts follow ``spec.restartStrategy``: MakeBeforeBreak hands over to a
+successor that hydrates beside the serving driver (:mod:`.handover`); BreakBeforeMake,
+or MakeBeforeBreak where it cannot apply, records a new attempt as above. Either way
+``status.plannedCutoverAt`` says when the restart begins, and the unserved window (no
+hydrated driver serving) is measured from the break to the new attempt's hydration.
+
 Phases (``status.phase``): ``Creating`` → ``Pending`` → ``Running``; on a failure
 ``BackingOff`` (pod deleted, waiting for the backoff) → ``Creating``; ``Failed`` when the
 restart policy gives up; ``Completed`` when a driver exited 0 and the policy does not
@@ -30,38 +36,64 @@ attempt and never count as failures.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 
 from dataflow_operator.api import injection
-from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
+from dataflow_operator.api.protocol import ReplicaPhase
 from dataflow_operator.api.replica import (
+    HandoverOutcome,
     Replica,
-    ReplicaStatus,
     RestartCount,
     RestartPolicyType,
     RestartReason,
+    RestartStrategy,
 )
-from dataflow_operator.controller.config import OperatorConfig
+from dataflow_operator.controller.handover import (
+    abandoned_for_current,
+    begin_handover,
+    cut_over,
+    follow_handover,
+    handover_blocker,
+    new_attempt,
+    next_attempt_number,
+)
 from dataflow_operator.controller.manifests import (
     LOCAL_STATE_URI,
     driver_spec_hash,
     effective_offset,
     quantity_bytes,
 )
-from dataflow_operator.controller.naming import driver_pod_name, state_claim_name
+from dataflow_operator.controller.naming import driver_service_name, state_claim_name
 from dataflow_operator.controller.observation import (
     FATAL_WAITING_REASONS,
     ClaimObservation,
     PodObservation,
     PodPhase,
 )
-from dataflow_operator.controller.status_conditions import from_api, to_api
-from dataflow_operator.core.conditions import Condition, ConditionStatus, set_condition
-from dataflow_operator.core.expiration import replica_expiration
-from dataflow_operator.core.time import Timestamp, format_timestamp
+from dataflow_operator.controller.replica_view import (
+    DEGRADED,
+    EXPIRED,
+    PERSISTENT_STATE,
+    PROGRESSING,
+    READY,
+    Action,
+    ActionKind,
+    ControlObservation,
+    Decision,
+    DecisionBuilder,
+    EventNote,
+    Phase,
+    ReplicaView,
+)
+from dataflow_operator.core.conditions import ConditionStatus
+from dataflow_operator.core.expiration import restart_lead
+from dataflow_operator.core.time import format_timestamp
 
 __all__ = [
+    "DEGRADED",
+    "EXPIRED",
+    "PERSISTENT_STATE",
+    "PROGRESSING",
+    "READY",
     "Action",
     "ActionKind",
     "ControlObservation",
@@ -74,90 +106,7 @@ __all__ = [
     "storage_conflicts",
 ]
 
-READY = "Ready"
-PROGRESSING = "Progressing"
-DEGRADED = "Degraded"
-EXPIRED = "Expired"
-PERSISTENT_STATE = "PersistentState"
 WAIT_FOR_DELETION_MS = 1_000
-
-
-class Phase(StrEnum):
-    """Where the current attempt is; see the module docstring."""
-
-    CREATING = "Creating"
-    PENDING = "Pending"
-    RUNNING = "Running"
-    BACKING_OFF = "BackingOff"
-    FAILED = "Failed"
-    COMPLETED = "Completed"
-
-
-class ActionKind(StrEnum):
-    """What the handler does after writing the status."""
-
-    CREATE_POD = "CreatePod"
-    DELETE_POD = "DeletePod"
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """One idempotent step on the cluster."""
-
-    kind: ActionKind
-    pod: str
-
-
-@dataclass(frozen=True, slots=True)
-class EventNote:
-    """A Kubernetes Event to post on the Replica."""
-
-    type: str  # Normal | Warning
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class ControlObservation:
-    """The last poll of the driver's control API (``GET /status``)."""
-
-    reachable: bool
-    report: ReplicaReport | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaView:
-    """Everything :func:`decide` looks at."""
-
-    replica: Replica
-    now: Timestamp
-    config: OperatorConfig
-    driver: PodObservation | None = None
-    """The pod named by ``status.driverPod``, if it exists."""
-    other_pods: tuple[PodObservation, ...] = ()
-    """Driver pods of this replica with any other name (earlier attempts)."""
-    driver_missing_since: Timestamp | None = None
-    """Since when the recorded driver pod has been absent (kept in memory)."""
-    control: ControlObservation | None = None
-    claim: ClaimObservation | None = None
-    """The replica's state claim, if ``spec.storage`` is set and the claim exists."""
-
-
-@dataclass(slots=True)
-class Decision:
-    """The outcome of one reconcile."""
-
-    status: ReplicaStatus
-    actions: list[Action] = field(default_factory=list)
-    events: list[EventNote] = field(default_factory=list)
-    requeue_after_ms: int | None = None
-
-    def wake_at(self, delay_ms: int) -> None:
-        """Look again within ``delay_ms`` (the earliest request wins)."""
-        delay_ms = max(0, delay_ms)
-        if self.requeue_after_ms is None or delay_ms < self.requeue_after_ms:
-            self.requeue_after_ms = delay_ms
 
 
 def backoff_delay_ms(replica: Replica, failures: int) -> int:
@@ -173,52 +122,11 @@ def _increment(restarts: Sequence[RestartCount], reason: RestartReason) -> list[
     return [RestartCount(reason=r, count=counts[r]) for r in RestartReason if r in counts]
 
 
-class _Builder:
-    """Accumulates the new status, conditions, actions and events of one decision."""
-
-    def __init__(self, view: ReplicaView) -> None:
-        self.view = view
-        self.old = view.replica.status or ReplicaStatus()
-        self.values = self.old.model_dump()
-        self.conditions: list[Condition] = from_api(self.old.conditions)
-        self.decision = Decision(status=self.old)
-        self.generation = view.replica.metadata.generation
-
-    def set(self, **values: object) -> None:
-        self.values.update(values)
-
-    def condition(self, type_: str, status: bool, reason: str, message: str = "") -> None:
-        self.conditions = set_condition(
-            self.conditions,
-            type_=type_,
-            status=ConditionStatus.TRUE if status else ConditionStatus.FALSE,
-            reason=reason,
-            message=message,
-            now=self.view.now,
-            observed_generation=self.generation,
-        )
-
-    def act(self, kind: ActionKind, pod: str) -> None:
-        self.decision.actions.append(Action(kind, pod))
-
-    def event(self, type_: str, reason: str, message: str) -> None:
-        self.decision.events.append(EventNote(type_, reason, message))
-
-    def finish(self) -> Decision:
-        self.values["observed_generation"] = self.generation
-        self.values["conditions"] = to_api(self.conditions)
-        status = ReplicaStatus.model_validate(self.values)
-        old_phase, new_phase = self.old.phase, status.phase
-        if old_phase != new_phase and new_phase is not None and not self.decision.events:
-            self.event("Normal", f"Driver{new_phase}", f"driver {status.driver_pod}: {new_phase}")
-        self.decision.status = status
-        return self.decision
-
-
 def decide(view: ReplicaView) -> Decision:
     """The next step for one Replica; see the module docstring."""
-    b = _Builder(view)
+    b = DecisionBuilder(view)
     old = b.old
+    b.set(service_name=driver_service_name(view.replica.metadata.name))
     for pod in view.other_pods:
         if not pod.deleting:
             b.act(ActionKind.DELETE_POD, pod.name)
@@ -241,49 +149,55 @@ def decide(view: ReplicaView) -> Decision:
 
 
 def _start_attempt(
-    b: _Builder, reason: RestartReason | None, *, reset_failures: bool = False, message: str = ""
+    b: DecisionBuilder,
+    reason: RestartReason | None,
+    *,
+    reset_failures: bool = False,
+    message: str = "",
 ) -> None:
+    """Break-before-make: record a new attempt, delete every driver pod, then create it.
+
+    The new attempt keeps the state directory of the one it replaces (it resumes from its
+    checkpoint); a handover under way is given up.
+    """
     view, old = b.view, b.old
-    number = old.attempt + 1
-    pod = driver_pod_name(view.replica.metadata.name, number)
-    offset = effective_offset(view.replica, view.config)
-    expires = replica_expiration(view.now, offset)
+    attempt = new_attempt(view, next_attempt_number(view), old.state_dir)
+    pod = attempt.driver_pod
     restarts = _increment(old.restarts, reason) if reason else list(old.restarts)
     b.set(
-        attempt=number,
-        driver_pod=pod,
-        start_time=format_timestamp(view.now),
-        start_time_ms=view.now,
-        expires_at=format_timestamp(expires) if expires is not None else None,
-        expiration_offset=str(offset),
-        spec_hash=driver_spec_hash(view.replica, view.config),
+        **attempt.model_dump(exclude={"phase"}),
         phase=Phase.CREATING.value,
         pending_restart=None,
         next_attempt_at_ms=None,
         restarts=restarts,
         total_restarts=sum(item.count for item in restarts),
+        handover=None,
+        hydrated_at_ms=None,
     )
+    if reason is RestartReason.EXPIRED and old.unserved_since_ms is None:
+        b.set(unserved_since_ms=view.now)
     if reset_failures:
         b.set(consecutive_failures=0)
     why = reason.value if reason else "Created"
     b.condition(READY, False, "Restarting" if reason else "Creating", f"starting {pod}")
-    b.condition(PROGRESSING, True, why, f"attempt {number}: creating driver pod {pod}")
+    b.condition(PROGRESSING, True, why, f"attempt {attempt.attempt}: creating driver pod {pod}")
     if reason is RestartReason.EXPIRED:
         b.condition(EXPIRED, True, "RestartingAtExpiration", message)
     if reason is not None:
         b.event("Normal", reason.value, f"restarting as {pod}: {message or reason.value}")
     else:
         b.event("Normal", "Creating", f"creating driver pod {pod}")
-    stale = [p for p in (view.driver, *view.other_pods) if p is not None]
-    if view.driver is not None and not view.driver.deleting:
-        b.act(ActionKind.DELETE_POD, view.driver.name)
+    stale = [p for p in (view.driver, view.successor, *view.other_pods) if p is not None]
+    for running in (view.driver, view.successor):
+        if running is not None and not running.deleting:
+            b.act(ActionKind.DELETE_POD, running.name)
     if not stale:
         b.act(ActionKind.CREATE_POD, pod)
     else:
         b.decision.wake_at(WAIT_FOR_DELETION_MS)
 
 
-def _creating(b: _Builder) -> None:
+def _creating(b: DecisionBuilder) -> None:
     """The attempt is recorded; its pod is not seen yet: create it once the old are gone."""
     view, old = b.view, b.old
     started = old.start_time_ms or view.now
@@ -298,7 +212,7 @@ def _creating(b: _Builder) -> None:
     b.decision.wake_at(view.config.lost_grace.millis)
 
 
-def _backing_off(b: _Builder, spec_hash: str) -> None:
+def _backing_off(b: DecisionBuilder, spec_hash: str) -> None:
     view, old = b.view, b.old
     if view.driver is not None and not view.driver.deleting:
         b.act(ActionKind.DELETE_POD, view.driver.name)
@@ -312,7 +226,7 @@ def _backing_off(b: _Builder, spec_hash: str) -> None:
     _start_attempt(b, old.pending_restart or RestartReason.DRIVER_FAILED, message="after backoff")
 
 
-def _fail(b: _Builder, kind: RestartReason, reason: str, message: str) -> None:
+def _fail(b: DecisionBuilder, kind: RestartReason, reason: str, message: str) -> None:
     """A failed attempt: back off and restart, or give up per the restart policy."""
     view, old = b.view, b.old
     policy = view.replica.spec.restart_policy
@@ -358,13 +272,16 @@ def _report_expired(control: ControlObservation | None) -> str | None:
     return None
 
 
-def _observe(b: _Builder, spec_hash: str) -> None:
+def _observe(b: DecisionBuilder, spec_hash: str) -> None:
     """The attempt's pod exists (or existed): follow it, restart it or fail it."""
     view, old = b.view, b.old
-    config, driver = view.config, view.driver
+    config, driver, handover = view.config, view.driver, old.handover
     started = old.start_time_ms or view.now
     age = view.now - started
     if driver is None or driver.deleting:
+        if handover is not None:
+            cut_over(b, handover, HandoverOutcome.LATE, f"{old.driver_pod} disappeared")
+            return
         missing = view.driver_missing_since or view.now
         if view.now - missing < config.lost_grace.millis:
             b.condition(READY, False, "DriverMissing", f"driver pod {old.driver_pod} is missing")
@@ -381,24 +298,23 @@ def _observe(b: _Builder, spec_hash: str) -> None:
         _start_attempt(b, RestartReason.SPEC_CHANGED, message="the driver spec changed")
         return
     if driver.terminated:
+        if handover is not None:
+            why = f"{driver.name} exited with code {driver.exit_code}"
+            cut_over(b, handover, HandoverOutcome.LATE, why)
+            return
         _terminated(b, driver)
         return
-    expires_ms = started + effective_offset(view.replica, config).millis if old.expires_at else None
-    if expires_ms is not None:
-        offset = expires_ms - started
-        lead = min(config.expiration_lead_time.millis, offset // 2)
-        restart_at = expires_ms - lead
-        if view.now >= restart_at:
-            _start_attempt(
-                b,
-                RestartReason.EXPIRED,
-                message=f"expires at {old.expires_at}; restarting {lead / 1000:g}s before",
-            )
-            return
-        b.decision.wake_at(restart_at - view.now)
+    control = view.control
+    if control is not None and control.hydrated and driver.phase is PodPhase.RUNNING:
+        _hydrated(b, age)
+    if _expiration(b, started):
+        return
     expired = _report_expired(view.control)
     if expired is not None:
-        _start_attempt(b, RestartReason.EXPIRED, message=expired)
+        if handover is not None:
+            cut_over(b, handover, HandoverOutcome.LATE, expired)
+        else:
+            _start_attempt(b, RestartReason.EXPIRED, message=expired)
         return
     if driver.phase is PodPhase.PENDING or driver.phase is PodPhase.UNKNOWN:
         _pending(b, driver, age)
@@ -406,7 +322,56 @@ def _observe(b: _Builder, spec_hash: str) -> None:
     _running(b, age)
 
 
-def _terminated(b: _Builder, driver: PodObservation) -> None:
+def _expiration(b: DecisionBuilder, started: int) -> bool:
+    """Plan, begin or follow the expiration restart; True when it took this decision over.
+
+    MakeBeforeBreak starts a successor at ``expiresAt − lead`` and follows it (see
+    :mod:`.handover`); BreakBeforeMake, or MakeBeforeBreak that cannot apply or whose
+    successor failed, restarts at ``expiresAt − lead`` with the configured lead time.
+    """
+    view, old = b.view, b.old
+    config = view.config
+    if not old.expires_at:
+        b.set(planned_cutover_at=None, restart_strategy=None)
+        return False
+    offset = effective_offset(view.replica, config).millis
+    expires_ms = started + offset
+    blocker = handover_blocker(view)
+    if blocker is None and abandoned_for_current(b):
+        blocker = "its successor failed"
+    handover = old.handover
+    if handover is not None:
+        if view.now >= expires_ms:
+            cut_over(b, handover, HandoverOutcome.LATE, f"{old.driver_pod} reached its expiration")
+            return True
+        b.decision.wake_at(expires_ms - view.now)
+        return follow_handover(b, handover)
+    if blocker is None:
+        seconds = b.values.get("last_hydration_seconds")
+        hydration = int(seconds * 1000) if seconds else None
+        lead = restart_lead(offset, config.expiration_lead_time.millis, hydration)
+        strategy = RestartStrategy.MAKE_BEFORE_BREAK
+    else:
+        lead = restart_lead(offset, config.expiration_lead_time.millis)
+        strategy = RestartStrategy.BREAK_BEFORE_MAKE
+    restart_at = expires_ms - lead
+    b.set(planned_cutover_at=format_timestamp(restart_at), restart_strategy=strategy.value)
+    if view.now < restart_at:
+        b.decision.wake_at(restart_at - view.now)
+        return False
+    if blocker is None:
+        begin_handover(b, old.expires_at)
+        return False  # the serving driver is followed as usual meanwhile
+    _start_attempt(
+        b,
+        RestartReason.EXPIRED,
+        message=f"expires at {old.expires_at}; restarting {lead / 1000:g}s before "
+        f"(BreakBeforeMake: {blocker})",
+    )
+    return True
+
+
+def _terminated(b: DecisionBuilder, driver: PodObservation) -> None:
     view = b.view
     if driver.exit_code == injection.EXIT_EXPIRED:
         _start_attempt(
@@ -433,7 +398,7 @@ def _terminated(b: _Builder, driver: PodObservation) -> None:
     )
 
 
-def _pending(b: _Builder, driver: PodObservation, age: int) -> None:
+def _pending(b: DecisionBuilder, driver: PodObservation, age: int) -> None:
     view = b.view
     timeout = view.config.start_timeout.millis
     reason = driver.reason or "DriverPending"
@@ -457,14 +422,15 @@ def _pending(b: _Builder, driver: PodObservation, age: int) -> None:
     b.decision.wake_at(timeout - age)
 
 
-def _running(b: _Builder, age: int) -> None:
+def _running(b: DecisionBuilder, age: int) -> None:
     view, old = b.view, b.old
     control = view.control
     b.set(phase=Phase.RUNNING.value)
     if control is not None and control.reachable:
         was_ready = any(c.type == READY and c.status == "True" for c in old.conditions)
         b.condition(READY, True, "DriverReady", "driver running and control API answering")
-        b.condition(PROGRESSING, False, "Stable", f"attempt {old.attempt} is running")
+        if b.values.get("handover") is None:
+            b.condition(PROGRESSING, False, "Stable", f"attempt {old.attempt} is running")
         b.condition(DEGRADED, False, "Healthy", "")
         if not was_ready:
             b.event("Normal", "Ready", f"driver {old.driver_pod} is ready")
@@ -489,16 +455,43 @@ def _running(b: _Builder, age: int) -> None:
     b.decision.wake_at(timeout - age)
 
 
-def _expired_condition(b: _Builder) -> None:
+def _hydrated(b: DecisionBuilder, age: int) -> None:
+    """Every dataflow is hydrated on the serving attempt: note when, close a gap."""
+    old, now = b.old, b.view.now
+    if old.hydrated_at_ms is None:
+        b.set(hydrated_at_ms=now, last_hydration_seconds=age / 1000)
+    if old.unserved_since_ms is not None:
+        gap = max(0, now - old.unserved_since_ms) / 1000
+        b.set(unserved_since_ms=None)
+        b.decision.unserved_seconds = gap
+        b.event("Normal", "Hydrated", f"{old.driver_pod} serves again after {gap:g}s unserved")
+
+
+def _expired_condition(b: DecisionBuilder) -> None:
     status = b.values
-    if status.get("phase") == Phase.CREATING.value and any(
-        c.type == EXPIRED and c.status is ConditionStatus.TRUE for c in b.conditions
-    ):
+    current = next((c for c in b.conditions if c.type == EXPIRED), None)
+    expired = current is not None and current.status is ConditionStatus.TRUE
+    if expired and status.get("phase") == Phase.CREATING.value:
         return  # keep "restarting at expiration" until the new attempt runs
+    late = current is not None and current.reason == "ExpiredBeforeHandover"
+    if expired and late and status.get("unserved_since_ms") is not None:
+        return  # keep "serving before hydrated" until the successor has hydrated
     if status.get("expires_at") is None:
         b.condition(EXPIRED, False, "ExpirationDisabled", "expiration offset is 0")
-    else:
-        b.condition(EXPIRED, False, "NotExpired", f"expires at {status['expires_at']}")
+        return
+    message = f"expires at {status['expires_at']}"
+    strategy, planned = status.get("restart_strategy"), status.get("planned_cutover_at")
+    if planned and strategy:
+        message += f"; {strategy} restart begins at {planned}"
+        blocker = handover_blocker(b.view) or (
+            "its successor failed" if abandoned_for_current(b) else None
+        )
+        if strategy == RestartStrategy.BREAK_BEFORE_MAKE.value and blocker:
+            message += f" ({blocker})"
+    handover = status.get("handover")
+    if handover:
+        message += f"; successor {handover['driver_pod']} {handover['phase'].lower()}"
+    b.condition(EXPIRED, False, "NotExpired", message)
 
 
 def storage_conflicts(replica: Replica, claim: ClaimObservation) -> list[str]:
@@ -524,7 +517,7 @@ def storage_conflicts(replica: Replica, claim: ClaimObservation) -> list[str]:
     return problems
 
 
-def _storage(b: _Builder) -> None:
+def _storage(b: DecisionBuilder) -> None:
     """``status.stateClaim`` and the ``PersistentState`` condition; see the module docstring."""
     replica, claim = b.view.replica, b.view.claim
     if replica.spec.state_uri is not None:

@@ -33,7 +33,7 @@ from dataflow_operator.controller.observation import ClaimObservation
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp
 
-__all__ = ["ClusterView", "OperatorState", "ReplicaRuntime", "now_ms"]
+__all__ = ["AttemptLink", "ClusterView", "OperatorState", "ReplicaRuntime", "now_ms"]
 
 Key = tuple[str, str]
 """(namespace, name) — or (namespace, cluster) for clusters."""
@@ -45,6 +45,22 @@ def now_ms() -> Timestamp:
 
 
 @dataclass(slots=True)
+class AttemptLink:
+    """The operator's view of one driver attempt's control API."""
+
+    pod: str
+    """The driver pod it is about."""
+    ready: bool = False
+    """The last poll answered."""
+    report: ReplicaReport | None = None
+    report_at: Timestamp | None = None
+    error: str | None = None
+    applied: str | None = None
+    """Digest of the desired set the attempt last accepted."""
+    next_poll_at: Timestamp = 0
+
+
+@dataclass(slots=True)
 class ReplicaRuntime:
     """What one Replica's daemon knows between iterations."""
 
@@ -53,16 +69,13 @@ class ReplicaRuntime:
     status: dict[str, Any] | None = None
     """The status this operator last wrote (the watch may lag behind it)."""
     driver_missing_since: Timestamp | None = None
-    ready: bool = False
-    report: ReplicaReport | None = None
-    report_at: Timestamp | None = None
-    report_pod: str | None = None
-    """The driver pod the last poll (successful or not) was about."""
-    control_error: str | None = None
-    applied: tuple[int, str] | None = None
-    """(attempt, digest of the desired set) last accepted by the replica."""
-    next_poll_at: Timestamp = 0
-    service_ensured: bool = False
+    serving: AttemptLink | None = None
+    """The serving driver's control API, once polled."""
+    successor: AttemptLink | None = None
+    """A make-before-break successor's control API, while it hydrates."""
+    service_attempt: int | None = None
+    """The attempt the driver Service was last made to select."""
+    attempts_service_ensured: bool = False
     claim: ClaimObservation | None = None
     """The state claim as last read or created (``None``: none seen)."""
     claim_spec: str | None = None
@@ -71,6 +84,16 @@ class ReplicaRuntime:
     expires_at_ms: int | None = None
     token: str | None = None
     """The replica's control token as last read from (or written to) its Secret."""
+
+    @property
+    def ready(self) -> bool:
+        """The serving driver's control API answered its last poll."""
+        return self.serving is not None and self.serving.ready
+
+    @property
+    def report(self) -> ReplicaReport | None:
+        """The serving driver's last report."""
+        return self.serving.report if self.serving is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ __all__ = [
     "dataflow_expiration",
     "dataflow_until",
     "replica_expiration",
+    "restart_lead",
 ]
 
 
@@ -45,6 +46,17 @@ def replica_expiration(start: Timestamp, offset: Duration | None) -> Timestamp |
     if offset is None or offset.is_zero:
         return None
     return start + offset.millis
+
+
+def restart_lead(offset_ms: int, configured_ms: int, hydration_ms: int | None = None) -> int:
+    """How long before its expiration a replica's restart begins.
+
+    The configured lead time, or twice the last observed hydration time when that is
+    longer (a make-before-break successor must hydrate before the expiration); never more
+    than half the offset, so an attempt serves at least half its life.
+    """
+    wanted = max(configured_ms, 2 * hydration_ms if hydration_ms is not None else 0)
+    return max(0, min(wanted, offset_ms // 2))
 
 
 @dataclass(frozen=True, slots=True)

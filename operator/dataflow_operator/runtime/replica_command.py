@@ -41,6 +41,7 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
+from dataflow_operator.runtime.attempt_state import prune_attempt_states
 from dataflow_operator.runtime.progress import BatchProgress, watch_hydration
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.starting import StartingService
@@ -85,6 +86,9 @@ class ReplicaConfig:
     control_token: str | None = field(default=None, repr=False)
     """The token the control API requires (read from the file named by
     ``DATAFLOW_CONTROL_TOKEN_FILE``); ``None``: open."""
+    keep_state: str | None = None
+    """A make-before-break successor's predecessor's state (``DATAFLOW_STATE_KEEP``):
+    every other attempt's state is removed at start."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -164,6 +168,7 @@ class ReplicaConfig:
             attempt=env.get(injection.ENV_ATTEMPT) or None,
             tick_ms=tick,
             control_token=token,
+            keep_state=env.get(injection.ENV_STATE_KEEP),
         )
 
 
@@ -274,6 +279,10 @@ def execute(
     from dataflow_operator.runtime.clock import TickPlan
     from dataflow_operator.runtime.engine import Engine, EngineConfig, expired_message
 
+    if config.keep_state is not None:
+        removed = prune_attempt_states(Location.of(config.state_dir), config.keep_state)
+        if removed:
+            log.info("earlier attempts' state removed", removed=removed)
     engine = Engine(
         spark,
         EngineConfig(
