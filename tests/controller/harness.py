@@ -267,7 +267,8 @@ class FakeReplica:
     Stands in for the runtime until ``runtime/control_api.py`` lands.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
         self.installed: dict[str, Any] = {}
         self.puts: list[DesiredDataflows] = []
         self.phase = ReplicaPhase.RUNNING
@@ -278,11 +279,11 @@ class FakeReplica:
         self.auth: list[tuple[str, str | None, str | None]] = []
         """(method path, Authorization, X-Dataflow-Token) of every request."""
         self._runner: web.AppRunner | None = None
-        self.port = 0
+        self.port = port
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     async def start(self) -> None:
         app = web.Application(middlewares=[self._record_auth])
@@ -290,7 +291,7 @@ class FakeReplica:
         app.router.add_put("/dataflows", self._put)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 

@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 
 from dataflow_operator.api import injection
-from dataflow_operator.api.replica import ReplicaStatus
 from dataflow_operator.api.dataflow import NodeStatus
 from dataflow_operator.api.protocol import DataflowReport
+from dataflow_operator.api.replica import ReplicaStatus
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.core.timelines import MULTIPLE_TIMELINES_MESSAGE
 from tests.controller.harness import (
