@@ -45,29 +45,12 @@ from tests.controller.real_kubelet import RealKubelet, ServiceReader, Writer  # 
 
 from dataflow_operator.controller.kube import KubeApi  # noqa: E402
 
-POLL_S = 0.25
-
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _windows(times: list[float]) -> list[float]:
-    """Consecutive unserved polls grouped into windows (seconds each)."""
-    windows: list[float] = []
-    start = last = None
-    for at in times:
-        if last is not None and at - last > 4 * POLL_S:
-            windows.append(last - start + POLL_S)  # type: ignore[operator]
-            start = None
-        start = at if start is None else start
-        last = at
-    if start is not None and last is not None:
-        windows.append(last - start + POLL_S)
-    return windows
 
 
 async def _status(cluster: Cluster) -> dict[str, Any]:
@@ -137,7 +120,7 @@ async def run(strategy: str, args: argparse.Namespace, work: Path) -> None:
                         break
                     await asyncio.sleep(1)
                 await asyncio.sleep(3)
-                served, unserved = reader.served_by, _windows(reader.unserved_at)
+                served, unserved = reader.served_by, list(reader.gaps)
                 most = kubelet.most_pods
         finally:
             await operator.stop()
@@ -151,7 +134,7 @@ async def run(strategy: str, args: argparse.Namespace, work: Path) -> None:
             line += f", overlap {record['overlapSeconds']:.1f}s ({record['outcome']})"
         print(line, flush=True)
     if len(unserved) > len(served) - 1:
-        print(f"  other unserved windows: {[round(w, 1) for w in unserved]}")
+        print(f"  unserved windows: {[round(w, 1) for w in unserved]}")
 
 
 def main() -> None:

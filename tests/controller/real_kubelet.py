@@ -100,8 +100,9 @@ class ServiceReader:
         self.headers = auth_headers(token)
         self.served_by: list[str] = []
         self.unserved: list[str] = []
-        self.unserved_at: list[float] = []
-        """When (monotonic) each unserved poll happened."""
+        self.gaps: list[float] = []
+        """Each unserved window: from the first unserved poll to the next served one (s)."""
+        self._unserved_since: float | None = None
         self.updates: list[tuple[int, int, str]] = []
         self.complete = -1
         self.connections: list[str] = []
@@ -145,7 +146,10 @@ class ServiceReader:
                         self.served_by.append(attempt)
                 if why and self.served_by:
                     self.unserved.append(why)
-                    self.unserved_at.append(time.monotonic())
+                    self._unserved_since = self._unserved_since or time.monotonic()
+                elif not why and self._unserved_since is not None:
+                    self.gaps.append(time.monotonic() - self._unserved_since)
+                    self._unserved_since = None
                 await asyncio.sleep(0.25)
 
     async def _stream(self) -> None:

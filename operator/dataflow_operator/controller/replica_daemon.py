@@ -5,71 +5,42 @@ One iteration reads the Replica (parsed with the api model and checked against
 gets ``Degraded``/``InvalidSpec`` and a Warning Event, and no driver pod), its driver pods
 (from kopf's pod index) and the last control-API poll, lets the pure decision compute the
 new status and actions, writes the status *first* (a merge patch of what changed), then
-acts. Before a driver pod it ensures the Replica's state claim and its control-token
-Secret; every control-API request carries that token. While the driver runs, it keeps
-the replica's desired set of dataflows in sync (``PUT /dataflows``) and pulls
-``GET /status`` every poll interval.
+acts (:mod:`.replica_resources`: Services, claim, token Secret, pods), posts the Events
+and records the metrics. While a driver runs — the serving one, and a make-before-break
+successor — :mod:`.replica_control` keeps the desired set of dataflows installed on it
+and pulls its ``GET /status`` every poll interval.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
-import secrets
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
-from dataflow_operator.api.protocol import DesiredDataflows, ReplicaPhase, ReplicaReport
 from dataflow_operator.api.replica import HandoverOutcome, Replica, ReplicaStatus, RestartReason
 from dataflow_operator.api.replica_rules import replica_problems
-from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.dataflow_logic import status_patch
 from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.controller.kube import ApiError, KubeApi
-from dataflow_operator.controller.manifests import (
-    CONTROL_TOKEN_KEY,
-    Attempt,
-    build_attempts_service,
-    build_control_token_secret,
-    build_driver_pod,
-    build_driver_service,
-    build_state_claim,
-    control_address,
-    driver_service_selector,
+from dataflow_operator.controller.naming import label_value
+from dataflow_operator.controller.observation import PodObservation, observe_pod
+from dataflow_operator.controller.replica_control import (
+    forget_control,
+    observation,
+    poll_attempts,
+    promote,
 )
-from dataflow_operator.controller.naming import (
-    control_token_secret_name,
-    label_value,
-    state_claim_name,
+from dataflow_operator.controller.replica_logic import Decision, Phase, ReplicaView, decide
+from dataflow_operator.controller.replica_resources import (
+    act,
+    ensure_services,
+    observe_state_claim,
 )
-from dataflow_operator.controller.observation import (
-    ClaimObservation,
-    PodObservation,
-    PodPhase,
-    observe_claim,
-    observe_pod,
-)
-from dataflow_operator.controller.replica_logic import (
-    ActionKind,
-    ControlObservation,
-    Decision,
-    Phase,
-    ReplicaView,
-    decide,
-)
-from dataflow_operator.controller.state import (
-    AttemptLink,
-    ClusterView,
-    OperatorState,
-    ReplicaRuntime,
-    now_ms,
-)
+from dataflow_operator.controller.state import OperatorState, ReplicaRuntime, now_ms
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import ConditionStatus, set_condition
 from dataflow_operator.core.durations import parse_duration
@@ -219,7 +190,7 @@ async def _iteration(
     else:
         rt.driver_missing_since = None
     if rt.serving is not None and rt.serving.pod != status.driver_pod:
-        _forget_control(state, rt, namespace)
+        forget_control(state, rt, namespace)
     if rt.successor is not None and rt.successor.pod != successor_pod:
         rt.successor = None
     decision = decide(
@@ -230,10 +201,10 @@ async def _iteration(
             driver=driver,
             other_pods=others,
             driver_missing_since=rt.driver_missing_since,
-            control=_observation(rt.serving, cluster.desired),
-            claim=await _observe_claim(state.kube, rt, replica),
+            control=observation(rt.serving, cluster.desired),
+            claim=await observe_state_claim(state.kube, rt, replica),
             successor=successor,
-            successor_control=_observation(rt.successor, cluster.desired),
+            successor_control=observation(rt.successor, cluster.desired),
             sink_dataflows=tuple(
                 d.name for d in cluster.desired.dataflows if d.spec.sink is not None
             ),
@@ -241,89 +212,19 @@ async def _iteration(
     )
     new = decision.status
     await _write_status(state.kube, rt, namespace, name, new.to_wire())
-    await _ensure_services(state, rt, replica, new.attempt)
-    await _act(state, rt, replica, decision)
+    await ensure_services(state, rt, replica, new.attempt)
+    await act(state, rt, replica, decision)
     _record(state, body, decision)
     if rt.successor is not None and rt.successor.pod == new.driver_pod:
-        _promote(state, rt, namespace)
+        promote(state, rt, namespace)
     rt.conditions = {c.type: c.status for c in new.conditions}
     rt.expires_at_ms = (
         (new.start_time_ms or 0) + _offset_ms(new.expiration_offset) if new.expires_at else None
     )
     seen = [p for p in (driver, successor) if p is not None]
-    delay = await _poll(state, rt, replica.model_copy(update={"status": new}), cluster, seen)
+    replica = replica.model_copy(update={"status": new})
+    delay = await poll_attempts(state, rt, replica, cluster, seen)
     return _min(_min(decision.requeue_after_ms, delay), config.reconcile_interval.millis) or 0
-
-
-async def _poll(
-    state: OperatorState,
-    rt: ReplicaRuntime,
-    replica: Replica,
-    cluster: ClusterView,
-    pods: list[PodObservation],
-) -> int | None:
-    """Sync and poll the serving driver, and a successor that runs; ms until next time.
-
-    ``pods``: the serving and successor pods as observed before the decision (a cutover
-    may have swapped their roles since).
-    """
-    status = replica.status or ReplicaStatus()
-    namespace = replica.metadata.namespace or "default"
-    by_name = {p.name: p for p in pods}
-    delay: int | None = None
-    driver = by_name.get(status.driver_pod or "")
-    if status.phase == Phase.RUNNING.value and driver is not None:
-        rt.serving = rt.serving or AttemptLink(driver.name)
-        delay = await _sync(
-            state,
-            rt,
-            rt.serving,
-            replica=replica,
-            attempt=status.attempt,
-            pod=driver,
-            cluster=cluster,
-        )
-    elif rt.serving is not None:
-        _forget_control(state, rt, namespace)
-    handover = status.handover
-    successor = by_name.get(handover.driver_pod) if handover is not None else None
-    if handover is not None and successor is not None and successor.phase is PodPhase.RUNNING:
-        rt.successor = rt.successor or AttemptLink(successor.name)
-        poll = await _sync(
-            state,
-            rt,
-            rt.successor,
-            replica=replica,
-            attempt=handover.attempt,
-            pod=successor,
-            cluster=cluster,
-        )
-        delay = _min(delay, poll)
-    return delay
-
-
-def _observation(link: AttemptLink | None, desired: DesiredDataflows) -> ControlObservation | None:
-    """What the last poll of one attempt says, for the decision."""
-    if link is None:
-        return None
-    return ControlObservation(link.ready, link.report, link.error, _hydrated(link, desired))
-
-
-def _hydrated(link: AttemptLink, desired: DesiredDataflows) -> bool:
-    """Every desired dataflow is installed at its generation and hydrated on the attempt."""
-    report = link.report
-    if not link.ready or report is None or report.phase is not ReplicaPhase.RUNNING:
-        return False
-    if link.applied is None:
-        return False  # the desired set was never accepted: the report is not about it
-    reported = {d.name: d for d in report.dataflows if not d.dropping}
-    for wanted in desired.dataflows:
-        seen = reported.get(wanted.name)
-        if seen is None or not seen.hydrated:
-            return False
-        if wanted.generation is not None and seen.generation not in (None, wanted.generation):
-            return False
-    return True
 
 
 def _record(state: OperatorState, body: kopf.Body, decision: Decision) -> None:
@@ -340,16 +241,6 @@ def _record(state: OperatorState, body: kopf.Body, decision: Decision) -> None:
         state.metrics.handover_seconds.labels(outcome.value).observe(decision.overlap_seconds)
         if outcome is not HandoverOutcome.ABANDONED:
             state.metrics.restarts.labels(RestartReason.EXPIRED.value).inc()
-
-
-def _promote(state: OperatorState, rt: ReplicaRuntime, namespace: str) -> None:
-    """After a cutover: the successor's control link serves, its reports reach the Dataflows."""
-    link = rt.successor
-    assert link is not None
-    _forget_control(state, rt, namespace)
-    rt.serving, rt.successor = link, None
-    if rt.cluster is not None and link.report is not None:
-        state.mark_dirty(namespace, rt.cluster, [d.name for d in link.report.dataflows])
 
 
 async def _confirm(
@@ -382,79 +273,6 @@ async def _confirm(
     return driver, successor, others
 
 
-async def _observe_claim(
-    kube: KubeApi, rt: ReplicaRuntime, replica: Replica
-) -> ClaimObservation | None:
-    """The state claim, read again only when ``spec.storage`` changed or none was seen."""
-    storage = replica.spec.storage
-    if storage is None:
-        rt.claim, rt.claim_spec = None, None
-        return None
-    wanted = json.dumps(storage.to_wire(), sort_keys=True)
-    if rt.claim is None or rt.claim_spec != wanted:
-        namespace = replica.metadata.namespace or "default"
-        path = KubeApi.core(
-            namespace, "persistentvolumeclaims", state_claim_name(replica.metadata.name)
-        )
-        found = await kube.get(path)
-        rt.claim = observe_claim(found) if found is not None else None
-        rt.claim_spec = wanted
-    return rt.claim
-
-
-async def _ensure_claim(kube: KubeApi, rt: ReplicaRuntime, replica: Replica) -> None:
-    """Create the state claim unless it exists (409 is success); before every driver pod.
-
-    Not cached like the Service: a driver pod is created rarely, and a claim deleted by
-    hand must come back before a pod that would otherwise stay Pending on it.
-    """
-    claim = build_state_claim(replica)
-    if claim is None:
-        return
-    namespace = replica.metadata.namespace or "default"
-    try:
-        created = await kube.create(KubeApi.core(namespace, "persistentvolumeclaims"), claim)
-    except ApiError as error:
-        if error.status != 409:
-            raise
-        return
-    rt.claim = observe_claim(created or claim)
-
-
-async def _ensure_token(kube: KubeApi, rt: ReplicaRuntime, replica: Replica) -> None:
-    """Create the control-token Secret unless it exists; before every driver pod.
-
-    A 409 means it exists (an earlier attempt, or a crash after the create): its token
-    stays, and is read back when the operator next talks to the replica.
-    """
-    token = secrets.token_urlsafe(32)
-    namespace = replica.metadata.namespace or "default"
-    secret = build_control_token_secret(replica, token)
-    try:
-        await kube.create(KubeApi.core(namespace, "secrets"), secret)
-    except ApiError as error:
-        if error.status != 409:
-            raise
-        rt.token = None
-        return
-    rt.token = token
-
-
-async def _control_token(kube: KubeApi, rt: ReplicaRuntime, replica: Replica) -> str | None:
-    """The replica's control token, cached per Replica; read from its Secret when unknown."""
-    if rt.token is None:
-        namespace = replica.metadata.namespace or "default"
-        name = control_token_secret_name(replica.metadata.name)
-        found = await kube.get(KubeApi.core(namespace, "secrets", name))
-        encoded = ((found or {}).get("data") or {}).get(CONTROL_TOKEN_KEY)
-        if encoded:
-            try:
-                rt.token = base64.b64decode(encoded, validate=True).decode()
-            except (binascii.Error, UnicodeDecodeError):
-                rt.token = None
-    return rt.token
-
-
 def _offset_ms(offset: str | None) -> int:
     return parse_duration(offset).millis if offset else 0
 
@@ -462,155 +280,3 @@ def _offset_ms(offset: str | None) -> int:
 def _min(a: int | None, b: int | None) -> int | None:
     values = [v for v in (a, b) if v is not None]
     return min(values) if values else None
-
-
-def _forget_control(state: OperatorState, rt: ReplicaRuntime, namespace: str) -> None:
-    """The serving driver changed or stopped: its reports no longer describe the replica."""
-    had = rt.report
-    rt.serving = None
-    if had is not None and rt.cluster is not None:
-        state.mark_dirty(namespace, rt.cluster, [d.name for d in had.dataflows])
-
-
-async def _ensure_services(
-    state: OperatorState, rt: ReplicaRuntime, replica: Replica, serving_attempt: int
-) -> None:
-    """The attempts Service exists; the driver Service exists and selects the serving attempt.
-
-    Idempotent (a 409 on create is success), so an operator restarted at any point gets
-    there again; the selector is written again after every cutover.
-    """
-    namespace = replica.metadata.namespace or "default"
-    if not rt.attempts_service_ensured:
-        await _create(state.kube, namespace, build_attempts_service(replica, state.config))
-        rt.attempts_service_ensured = True
-    if serving_attempt < 1 or rt.service_attempt == serving_attempt:
-        return
-    service = build_driver_service(replica, state.config, serving_attempt)
-    if not await _create(state.kube, namespace, service):
-        path = KubeApi.core(namespace, "services", service["metadata"]["name"])
-        selector = driver_service_selector(replica, serving_attempt)
-        await state.kube.merge_patch(path, {"spec": {"selector": selector}})
-    rt.service_attempt = serving_attempt
-
-
-async def _create(kube: KubeApi, namespace: str, service: dict[str, Any]) -> bool:
-    """Create a Service; False when it existed already."""
-    try:
-        await kube.create(KubeApi.core(namespace, "services"), service)
-    except ApiError as error:
-        if error.status != 409:
-            raise
-        return False
-    return True
-
-
-async def _act(
-    state: OperatorState, rt: ReplicaRuntime, replica: Replica, decision: Decision
-) -> None:
-    namespace = replica.metadata.namespace or "default"
-    for action in decision.actions:
-        path = KubeApi.core(namespace, "pods", action.pod)
-        if action.kind is ActionKind.DELETE_POD:
-            await state.kube.delete(path)
-            continue
-        await _ensure_claim(state.kube, rt, replica)
-        await _ensure_token(state.kube, rt, replica)
-        pod = build_driver_pod(replica, state.config, _attempt_of(decision.status, action.pod))
-        try:
-            await state.kube.create(KubeApi.core(namespace, "pods"), pod)
-        except ApiError as error:
-            if error.status != 409:  # already created before a crash: same name, same attempt
-                raise
-
-
-def _attempt_of(status: ReplicaStatus, pod: str) -> Attempt:
-    """The recorded attempt a pod to create belongs to: the serving one or the successor."""
-    handover = status.handover
-    if handover is not None and handover.driver_pod == pod:
-        return Attempt(
-            handover.attempt,
-            pod,
-            handover.start_time_ms,
-            state_dir=handover.state_dir,
-            keep_state_dir=status.state_dir,
-        )
-    return Attempt(status.attempt, pod, status.start_time_ms or now_ms(), status.state_dir)
-
-
-async def _sync(
-    state: OperatorState,
-    rt: ReplicaRuntime,
-    link: AttemptLink,
-    *,
-    replica: Replica,
-    attempt: int,
-    pod: PodObservation,
-    cluster: ClusterView,
-) -> int:
-    """Install the desired set on one attempt if it changed, pull its status; ms until the
-    next poll. Only the serving attempt's reports reach the Dataflows' status."""
-    config, now = state.config, now_ms()
-    namespace = replica.metadata.namespace or "default"
-    serving = link is rt.serving
-    if link.applied == cluster.digest and now < link.next_poll_at:
-        return link.next_poll_at - now
-    address = control_address(replica, config.control_port, attempt, pod.ip)
-    log = get_logger("dataflow_operator.replica").bind(
-        namespace=namespace, name=replica.metadata.name, pod=link.pod
-    )
-    was_ready = link.ready
-    token = await _control_token(state.kube, rt, replica)
-    try:
-        if link.applied != cluster.digest:
-            result = await state.control.put_dataflows(address, cluster.desired, token)
-            link.applied = cluster.digest
-            if result.failed:
-                for dataflow, why in sorted(result.failed.items()):
-                    log.warning("dataflow failed to install", dataflow=dataflow, error=why)
-        report = await state.control.status(address, token)
-    except ControlError as error:
-        if error.status == 401:
-            rt.token = None  # read the Secret again: it may have been replaced
-        state.metrics.control_errors.labels(error.reason).inc()
-        link.ready, link.error = False, error.message
-        link.next_poll_at = now_ms() + config.status_poll_interval.millis
-        if was_ready and serving:
-            _mark_report(state, rt, namespace, link, None)
-            return 0
-        return config.status_poll_interval.millis
-    link.ready, link.error = True, None
-    if serving:
-        _mark_report(state, rt, namespace, link, report)
-    else:
-        link.report, link.report_at = report, now_ms()
-    installed = {d.name for d in report.dataflows if not d.dropping}  # dropping: on its way out
-    if installed != {d.name for d in cluster.desired.dataflows}:
-        link.applied = None  # the replica lost or kept something: send the full set again
-    link.next_poll_at = now_ms() + config.status_poll_interval.millis
-    return 0 if not was_ready else config.status_poll_interval.millis
-
-
-def _names(report: ReplicaReport | None) -> Iterable[str]:
-    return [d.name for d in report.dataflows] if report is not None else []
-
-
-def _mark_report(
-    state: OperatorState,
-    rt: ReplicaRuntime,
-    namespace: str,
-    link: AttemptLink,
-    report: ReplicaReport | None,
-) -> None:
-    """Keep the serving attempt's new report; mark the dataflows whose view changed."""
-    old = link.report
-    link.report, link.report_at = report, now_ms()
-    if rt.cluster is None:
-        return
-    before = {d.name: d for d in old.dataflows} if old is not None else {}
-    after = {d.name: d for d in report.dataflows} if report is not None else {}
-    changed = [n for n in set(before) | set(after) if before.get(n) != after.get(n)]
-    if old is None or report is None:
-        changed = list(set(_names(old)) | set(_names(report)))
-    if changed:
-        state.mark_dirty(namespace, rt.cluster, changed)
