@@ -4,12 +4,15 @@ Runs the real operator against the kmock emulator with real replica runtimes as 
 pods (``tests/controller/real_kubelet.py`` plays the kubelet: each pod's runtime on its
 own loopback address). A Replica with a short expiration offset goes through
 ``--restarts`` expiration restarts under each strategy while a reader follows the driver
-Service (``GET /status`` every 250 ms and the Subscribe stream). Prints, per restart:
+Service (``GET /status`` every 250 ms and the Subscribe stream, resumed after each
+cutover at the last complete time). Prints, per restart:
 
 - **unserved**: how long the Service's driver did not answer with every dataflow
   hydrated (0 when the cutover worked);
 - **overlap**: how long the successor ran beside its predecessor (make-before-break);
-- the operator's own record (``status.lastHandover``) of each cutover.
+- the operator's own record (``status.lastHandover``) of each cutover;
+
+and whether the stream, consolidated, equals the changelog written meanwhile.
 
     .venv/bin/python bench/handover.py [--restarts 3] [--offset 150s] [--lead 60s]
 """
@@ -24,6 +27,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -120,11 +124,23 @@ async def run(strategy: str, args: argparse.Namespace, work: Path) -> None:
                         break
                     await asyncio.sleep(1)
                 await asyncio.sleep(3)
-                served, unserved = reader.served_by, list(reader.gaps)
-                most = kubelet.most_pods
+                complete = reader.complete
+                oracle = Counter(v for t, v in writer.written if t <= complete)
+                exact = reader.contents() == oracle and all(d == 1 for _, d, _ in reader.updates)
+                _report(strategy, reader, kubelet.most_pods, handovers, exact)
         finally:
             await operator.stop()
             await api.close()
+
+
+def _report(
+    strategy: str,
+    reader: ServiceReader,
+    most: int,
+    handovers: list[dict[str, Any]],
+    exact: bool,
+) -> None:
+    served, unserved = reader.served_by, reader.gaps
     print(f"{strategy}: served by attempts {', '.join(served)}; at most {most} driver pods")
     for number in range(1, len(served)):
         window = unserved[number - 1] if number - 1 < len(unserved) else 0.0
@@ -135,6 +151,12 @@ async def run(strategy: str, args: argparse.Namespace, work: Path) -> None:
         print(line, flush=True)
     if len(unserved) > len(served) - 1:
         print(f"  unserved windows: {[round(w, 1) for w in unserved]}")
+    print(
+        f"  subscribe stream: {len(reader.updates)} updates over {len(reader.connections)} "
+        f"connections; consolidated it {'equals' if exact else 'DIFFERS FROM'} the changelog "
+        "written up to its last complete time",
+        flush=True,
+    )
 
 
 def main() -> None:
