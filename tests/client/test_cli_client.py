@@ -312,7 +312,8 @@ def test_subscribe_and_peek_through_the_service_proxy(
     assert api_server.requests[:3] == [
         "/apis/dataflow.dev/v1alpha1/namespaces/ns1/dataflows/s",
         "/api/v1/namespaces/ns1/secrets/r1-control-token",
-        "/api/v1/namespaces/ns1/services/r1-driver:control/proxy/dataflows/s/subscribe",
+        "/api/v1/namespaces/ns1/services/r1-driver:control/proxy/dataflows/s/subscribe"
+        "?progress=true",  # always asked for: the point to resume from after a restart
     ]
     assert api_server.forwarded_headers[0]["X-Dataflow-Token"] == TOKEN
 
@@ -342,3 +343,59 @@ def test_service_proxy_failures_name_what_failed(server: ControlServer, tmp_path
         fake.stop()
     done = cli("peek", "i", env=clean_env(KUBECONFIG=str(tmp_path / "missing")))
     assert done.returncode == 1 and done.stderr.startswith("peek: loading the kubeconfig")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _replica_with(root: Path, batches: list[tuple[list[tuple[str, int, int]], int]]) -> FakeReplica:
+    fake = FakeReplica(root)
+    flows = [{"name": "s", "spec": {"cluster": "c", "kind": "Subscribe", "sql": "SELECT 1 AS x"}}]
+    fake.apply(DesiredDataflows.model_validate({"dataflows": flows}))
+    for batch, (updates, upper) in enumerate(batches):
+        fake.write("s", batch, updates, upper=upper)
+    return fake
+
+
+def test_subscribe_resumes_on_the_next_driver_after_a_restart(
+    tmp_path: Path, token_file: Path
+) -> None:
+    """The driver shuts down (an expiration restart, a cutover); its successor at the same
+    address serves the same times: the stream goes on after the last complete time."""
+    port = _free_port()
+    history = [([("a", 100, 1), ("b", 150, 1)], 200), ([("b", 210, -1)], 300)]
+    first = _replica_with(tmp_path / "first", history)
+    args = ["s", "--address", f"127.0.0.1:{port}", "--token-file", str(token_file)]
+    with ControlServer(first, f"127.0.0.1:{port}", token=TOKEN):
+        process = subscribe([*args, "--reconnect-timeout", "30s"], clean_env())
+        assert read_lines(process, 1) == ["299\t1\ta"]  # the contents at 299 (b retracted)
+    # stopped: the stream ended with '#end ShuttingDown 299'
+    # the successor computed the same history, and more after it
+    second = _replica_with(tmp_path / "second", [*history, ([("c", 320, 1)], 400)])
+    with ControlServer(second, f"127.0.0.1:{port}", token=TOKEN):
+        assert read_lines(process, 1) == ["320\t1\tc"]  # nothing before 299 again
+        second.write("s", 3, [("a", 410, -1)], upper=500)
+        assert read_lines(process, 1) == ["410\t-1\ta"]
+        code, out, err = interrupt(process)
+    assert (code, out) == (0, "")
+    assert "ShuttingDown" in err and "resuming after 299" in err
+
+
+def test_subscribe_without_reconnecting_ends_with_the_reason(
+    tmp_path: Path, token_file: Path
+) -> None:
+    port = _free_port()
+    fake = _replica_with(tmp_path / "r", [([("a", 100, 1)], 200)])
+    args = ["s", "--address", f"127.0.0.1:{port}", "--token-file", str(token_file)]
+    with ControlServer(fake, f"127.0.0.1:{port}", token=TOKEN):
+        process = subscribe([*args, "--reconnect-timeout", "0"], clean_env())
+        assert read_lines(process, 1) == ["199\t1\ta"]
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 1 and out == ""
+    assert err.startswith("subscribe: the replica ended the stream: ShuttingDown")

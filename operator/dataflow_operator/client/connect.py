@@ -25,7 +25,11 @@ __all__ = ["ClientError", "add_arguments", "iter_lines", "open_endpoint"]
 
 
 class ClientError(Exception):
-    """What failed, in one line."""
+    """What failed, in one line; ``status``: the HTTP status that said so, if one did."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _timestamp(text: str) -> int:
@@ -128,7 +132,7 @@ def check(response: urllib3.BaseHTTPResponse, where: str) -> None:
         detail = f"{body['error']}: {body['message']}"
     except (ValueError, KeyError, TypeError):
         detail = text.strip().splitlines()[0] if text.strip() else response.reason or ""
-    raise ClientError(f"{where} answered {response.status}: {detail}")
+    raise ClientError(f"{where} answered {response.status}: {detail}", response.status)
 
 
 def _reason(error: Exception) -> str:

@@ -140,6 +140,7 @@ def open_via_service_proxy(
     kube = _Kube()
     namespace = args.namespace or kube.namespace
     replica = args.replica or pick_replica(_dataflow(kube, namespace, args.name))
+    args.replica = replica  # a command that reconnects reaches the same replica again
     if token is None:
         token = _secret_token(kube, namespace, replica)
     where = f"Replica {namespace}/{replica} (through the API server's service proxy)"
