@@ -97,7 +97,9 @@ def test_the_lead_time_never_exceeds_half_the_offset() -> None:
 def test_a_hydrated_successor_takes_over_and_the_predecessor_is_deleted() -> None:
     r = handing_over()
     successor = running("r1-driver-2")
-    hydrating = ControlObservation(reachable=True, report=OK.report)
+    hydrating = ControlObservation(
+        reachable=True, report=OK.report, hydrated_dataflows=1, dataflows=2
+    )
     r, d = step(
         r,
         HANDOVER_AT + 30_000,
@@ -107,7 +109,10 @@ def test_a_hydrated_successor_takes_over_and_the_predecessor_is_deleted() -> Non
         successor_control=hydrating,
     )
     assert r.status is not None and r.status.handover is not None
-    assert r.status.handover.phase == "Hydrating"
+    assert (r.status.handover.phase, r.status.handover.hydrated) == ("Hydrating", "1/2")
+    assert "successor r1-driver-2 hydrating (1/2 dataflows hydrated)" in conditions_message(
+        r, "Expired"
+    )
     assert r.status.driver_pod == "r1-driver-1" and d.actions == []
     r, d = step(
         r,

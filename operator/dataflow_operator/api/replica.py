@@ -346,6 +346,11 @@ class Handover(ApiModel):
     phase: str = Field(
         description="Starting (pod created, control API not answering yet) or Hydrating."
     )
+    hydrated: str | None = Field(
+        default=None,
+        description="While Hydrating: dataflows hydrated on the successor out of those "
+        "the replica runs, e.g. '3/5'.",
+    )
 
 
 class HandoverRecord(ApiModel):

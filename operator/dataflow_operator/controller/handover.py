@@ -165,8 +165,9 @@ def follow_handover(b: DecisionBuilder, handover: Handover) -> bool:
         cut_over(b, handover, HandoverOutcome.CUT_OVER)
         return True
     if control is not None and control.reachable:
-        if handover.phase != "Hydrating":
-            b.set(handover={**handover.model_dump(), "phase": "Hydrating"})
+        progress = f"{control.hydrated_dataflows}/{control.dataflows}"
+        if (handover.phase, handover.hydrated) != ("Hydrating", progress):
+            b.set(handover={**handover.model_dump(), "phase": "Hydrating", "hydrated": progress})
         return False
     if age >= config.ready_timeout.millis:
         error = control.error if control is not None and control.error else "not answering"

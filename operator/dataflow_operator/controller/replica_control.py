@@ -80,24 +80,34 @@ def observation(link: AttemptLink | None, desired: DesiredDataflows) -> ControlO
     """What the last poll of one attempt says, for the decision."""
     if link is None:
         return None
-    return ControlObservation(link.ready, link.report, link.error, _hydrated(link, desired))
+    done = _hydrated(link, desired)
+    return ControlObservation(
+        link.ready,
+        link.report,
+        link.error,
+        hydrated=len(done) == len(desired.dataflows),
+        hydrated_dataflows=len(done),
+        dataflows=len(desired.dataflows),
+    )
 
 
-def _hydrated(link: AttemptLink, desired: DesiredDataflows) -> bool:
-    """Every desired dataflow is installed at its generation and hydrated on the attempt."""
+def _hydrated(link: AttemptLink, desired: DesiredDataflows) -> list[str]:
+    """The desired dataflows installed at their generation and hydrated on the attempt."""
     report = link.report
     if not link.ready or report is None or report.phase is not ReplicaPhase.RUNNING:
-        return False
+        return []
     if link.applied is None:
-        return False  # the desired set was never accepted: the report is not about it
+        return []  # the desired set was never accepted: the report is not about it
     reported = {d.name: d for d in report.dataflows if not d.dropping}
+    done = []
     for wanted in desired.dataflows:
         seen = reported.get(wanted.name)
         if seen is None or not seen.hydrated:
-            return False
+            continue
         if wanted.generation is not None and seen.generation not in (None, wanted.generation):
-            return False
-    return True
+            continue
+        done.append(wanted.name)
+    return done
 
 
 def promote(state: OperatorState, rt: ReplicaRuntime, namespace: str) -> None:

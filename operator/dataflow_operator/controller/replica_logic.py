@@ -156,7 +156,7 @@ def _start_attempt(
     pod = attempt.driver_pod
     restarts = _increment(old.restarts, reason) if reason else list(old.restarts)
     b.set(
-        **attempt.model_dump(exclude={"phase"}),
+        **attempt.model_dump(exclude={"phase", "hydrated"}),
         phase=Phase.CREATING.value,
         pending_restart=None,
         next_attempt_at_ms=None,
@@ -482,4 +482,6 @@ def _expired_condition(b: DecisionBuilder) -> None:
     handover = status.get("handover")
     if handover:
         message += f"; successor {handover['driver_pod']} {handover['phase'].lower()}"
+        if handover.get("hydrated"):
+            message += f" ({handover['hydrated']} dataflows hydrated)"
     b.condition(EXPIRED, False, "NotExpired", message)

@@ -87,6 +87,10 @@ class ControlObservation:
     error: str | None = None
     hydrated: bool = False
     """Every dataflow the replica should run is installed and hydrated on it."""
+    hydrated_dataflows: int = 0
+    """How many of them are."""
+    dataflows: int = 0
+    """How many the replica should run."""
 
 
 @dataclass(frozen=True, slots=True)
