@@ -102,7 +102,9 @@ def test_crds_have_status_subresource_columns_short_names_and_category() -> None
         for name, crd in crds.items()
     }
     assert columns["dataflows.yaml"] == ["Cluster", "Kind", "Hydrated", "Frontier", "Age"]
-    assert columns["replicas.yaml"] == ["Cluster", "Ready", "Expires", "Restarts", "Age"]
+    assert columns["replicas.yaml"] == [
+        "Cluster", "Ready", "Expires", "Restarts", "Driver", "Successor", "Strategy", "Age",
+    ]  # fmt: skip
     for crd in crds.values():
         version = crd["spec"]["versions"][0]
         assert version["subresources"] == {"status": {}}
