@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ReplicaMeta
 from dataflow_operator.api.types import DurationField, QuantityField
+from dataflow_operator.core.time import parse_timestamp
 
 __all__ = [
     "STATE_URI_SCHEMES",
@@ -340,6 +341,7 @@ class Handover(ApiModel):
     start_time: str = Field(description="The successor's start time (RFC 3339).")
     start_time_ms: int = Field(description="The same start time in epoch milliseconds.")
     expires_at: str | None = Field(default=None, description="When the successor expires.")
+    expires_at_ms: int | None = Field(default=None, description="The same in epoch ms.")
     expiration_offset: str = Field(description="The offset in force for the successor.")
     spec_hash: str = Field(description="Hash of the driver-relevant spec it was built from.")
     state_dir: str = Field(description="Its state, relative to the replica's state location.")
@@ -385,6 +387,9 @@ class ReplicaStatus(ApiModel):
     )
     expires_at: str | None = Field(
         default=None, description="When the current attempt expires (RFC 3339); absent: never."
+    )
+    expires_at_ms: int | None = Field(
+        default=None, description="The same expiration in epoch milliseconds."
     )
     expiration_offset: str | None = Field(
         default=None, description="The offset in force for the current attempt."
@@ -466,6 +471,12 @@ class ReplicaStatus(ApiModel):
     last_handover: HandoverRecord | None = Field(
         default=None, description="How the last handover ended."
     )
+
+    def expiration_ms(self) -> int | None:
+        """The current attempt's expiration in epoch ms, as recorded (``None``: never)."""
+        if self.expires_at_ms is not None:
+            return self.expires_at_ms
+        return parse_timestamp(self.expires_at) if self.expires_at else None  # older statuses
 
 
 class Replica(ApiModel):

@@ -43,7 +43,6 @@ from dataflow_operator.controller.replica_resources import (
 from dataflow_operator.controller.state import OperatorState, ReplicaRuntime, now_ms
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import ConditionStatus, set_condition
-from dataflow_operator.core.durations import parse_duration
 from dataflow_operator.logs import get_logger
 
 __all__ = ["run_replica"]
@@ -218,9 +217,7 @@ async def _iteration(
     if rt.successor is not None and rt.successor.pod == new.driver_pod:
         promote(state, rt, namespace)
     rt.conditions = {c.type: c.status for c in new.conditions}
-    rt.expires_at_ms = (
-        (new.start_time_ms or 0) + _offset_ms(new.expiration_offset) if new.expires_at else None
-    )
+    rt.expires_at_ms = new.expiration_ms()
     seen = [p for p in (driver, successor) if p is not None]
     replica = replica.model_copy(update={"status": new})
     delay = await poll_attempts(state, rt, replica, cluster, seen)
@@ -271,10 +268,6 @@ async def _confirm(
                 confirmed.append(pod)
         others = tuple(confirmed)
     return driver, successor, others
-
-
-def _offset_ms(offset: str | None) -> int:
-    return parse_duration(offset).millis if offset else 0
 
 
 def _min(a: int | None, b: int | None) -> int | None:

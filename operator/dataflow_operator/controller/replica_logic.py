@@ -52,7 +52,6 @@ from dataflow_operator.controller.handover import (
 )
 from dataflow_operator.controller.manifests import (
     driver_spec_hash,
-    effective_offset,
 )
 from dataflow_operator.controller.naming import driver_service_name
 from dataflow_operator.controller.observation import (
@@ -322,11 +321,11 @@ def _expiration(b: DecisionBuilder, started: int) -> bool:
     """
     view, old = b.view, b.old
     config = view.config
-    if not old.expires_at:
+    expires_ms = old.expiration_ms()
+    if expires_ms is None:
         b.set(planned_cutover_at=None, restart_strategy=None)
         return False
-    offset = effective_offset(view.replica, config).millis
-    expires_ms = started + offset
+    offset = expires_ms - started
     blocker = handover_blocker(view)
     if blocker is None and abandoned_for_current(b):
         blocker = "its successor failed"
