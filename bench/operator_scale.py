@@ -136,7 +136,8 @@ def replica_body(name: str, cluster: str, address: str | None) -> dict[str, Any]
             "generation": 1,
             "annotations": annotations,
         },
-        "spec": {"cluster": cluster, "expirationOffset": "1d"},
+        # Spark inside the driver: executors would need storage every pod reaches
+        "spec": {"cluster": cluster, "expirationOffset": "1d", "executor": {"instances": 0}},
     }
 
 
