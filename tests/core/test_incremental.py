@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sqlglot import exp
 from sqlglot.executor import execute
 
-from dataflow_operator.core.errors import InvalidSql, UnknownSource
+from dataflow_operator.core.errors import DomainError, InvalidSql, UnknownSource
 from dataflow_operator.core.incremental import (
     COUNT,
     GROUPS,
@@ -28,6 +28,7 @@ from dataflow_operator.core.incremental import (
     MaintenancePlan,
     QueryPlan,
     Strategy,
+    check_query,
     classify,
     old_column,
     plan_query,
@@ -521,3 +522,31 @@ def test_no_statement_the_engine_runs_mentions_mz_now(sql: str) -> None:
         if statement is not None:
             assert "mz_now" not in statement.lower()
             assert parse(statement).sql("spark") == statement
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT content FROM events",
+        "SELECT x, count(*) AS n FROM events GROUP BY x HAVING count(*) > 1",
+        "SELECT DISTINCT content FROM events WHERE mz_now() <= event_ts + INTERVAL '30 days'",
+        "SELECT a.x FROM events a JOIN other b ON a.x = b.x",
+        "SELECT nope FROM missing",
+        "SELECT x FROM events WHERE mz_now() <= ts OR x > 1",
+        "SELECT __time FROM events",
+        "SELEC x FROM events",
+        "SELECT x, max(y) FROM events GROUP BY x",
+        "SELECT * FROM events WHERE mz_now() > 5 AND mz_now() < ts",
+    ],
+)
+def test_checking_a_query_rejects_exactly_what_planning_rejects(sql: str) -> None:
+    """check_query is validation's cheap path: it must agree with plan_query."""
+    names = ["events", "other"]
+    try:
+        plan_query(sql, names)
+    except DomainError as planned:
+        with pytest.raises(type(planned)) as checked:
+            check_query(sql, names)
+        assert checked.value.message == planned.message
+    else:
+        check_query(sql, names)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.errors import DomainError, InvalidSpec, UnknownSource
-from dataflow_operator.core.incremental import plan_query
+from dataflow_operator.core.incremental import check_query
 from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.core.timelines import Timeline, dataflow_timeline
 
@@ -101,7 +101,7 @@ class Catalog:
         problems: list[SpecProblem] = []
         spec = self.spec(name)
         try:
-            plan_query(spec.sql, [source.name for source in spec.sources])
+            check_query(spec.sql, [source.name for source in spec.sources])
         except DomainError as error:
             problems.append(SpecProblem(name, error.field or "spec.sql", error))
         try:

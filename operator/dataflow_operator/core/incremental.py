@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 from sqlglot import exp
 
@@ -79,6 +80,7 @@ __all__ = [
     "MaintenancePlan",
     "QueryPlan",
     "Strategy",
+    "check_query",
     "classify",
     "old_column",
     "plan_query",
@@ -143,8 +145,18 @@ class AggregatePlan:
     keys: tuple[str, ...]
     sums: tuple[str, ...]
     final_sql: str
-    transitions_sql: str
     global_aggregate: bool
+    transitions: tuple[tuple[exp.Expr, ...], tuple[exp.Expr, ...], tuple[str, ...]] = field(
+        compare=False, repr=False
+    )
+    """What :attr:`transitions_sql` is rendered from (outputs, conditions, state)."""
+
+    @property
+    def transitions_sql(self) -> str:
+        """See step 3 above; rendered when asked for (validation never needs it)."""
+        outputs, conditions, state = self.transitions
+        copies = [o.copy() for o in outputs], [c.copy() for c in conditions]
+        return _transitions_sql(*copies, state)  # the plan stays as it was: it is shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +204,25 @@ def plan_query(sql: str, source_names: Collection[str]) -> QueryPlan:
     Raises :class:`~dataflow_operator.core.errors.InvalidSql` (bad SQL, unsupported
     ``mz_now()``, reserved names) and
     :class:`~dataflow_operator.core.errors.UnknownSource` (a relation that is not a
-    source), both on ``spec.sql``.
+    source), both on ``spec.sql``. Plans are immutable and depend on nothing else, so the
+    latest are kept: dataflows made from one template are planned once.
     """
+    return _plan_query(sql, frozenset(source_names))
+
+
+def check_query(sql: str, source_names: Collection[str]) -> None:
+    """Raise what :func:`plan_query` would raise, at a fraction of its cost.
+
+    Every error of planning comes from the temporal stage (parsing, unknown sources,
+    reserved names, ``mz_now()`` uses); choosing the maintenance strategy never rejects a
+    query (a shape it cannot maintain incrementally is GENERAL). So validating thousands
+    of specs does not render their maintenance SQL.
+    """
+    plan_temporal(sql, source_names)
+
+
+@lru_cache(maxsize=1024)
+def _plan_query(sql: str, source_names: frozenset[str]) -> QueryPlan:
     temporal = plan_temporal(sql, source_names)
     if temporal.outer_sql is not None:
         outer = parse_sql(temporal.outer_sql, [*source_names, FILTERED])
@@ -321,8 +350,8 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
         keys=tuple(f"{KEY_PREFIX}{i}" for i in range(len(keys))),
         sums=tuple(name for name, _ in builder.partials),
         final_sql=render(final),
-        transitions_sql=_transitions_sql(outputs, conditions, state),
         global_aggregate=group is None,
+        transitions=(tuple(outputs), tuple(conditions), state),
     )
     return render(partial), plan
 
