@@ -188,6 +188,7 @@ async def test_three_cutovers_leave_no_moment_unserved(
 
         await wait_for(three, timeout=90, interval=0.2)
         await wait_for(lambda: _one(cluster), timeout=10)
+        await wait_for(lambda: _seen(reader, "4"), timeout=10)  # the reader follows too
     status = await _status(cluster)
     assert status["lastHandover"]["outcome"] == "CutOver", status["lastHandover"]
     assert status["attempt"] == 4 and status["driverPod"] == "r1-driver-4"
@@ -203,6 +204,11 @@ async def test_three_cutovers_leave_no_moment_unserved(
     entry = next(r for r in df["status"]["replicas"] if r["replica"] == "r1")  # type: ignore[index]
     assert entry["hydrated"] is True
     assert replica is not None
+
+
+async def _seen(reader: Reader, attempt: str) -> bool:
+    """The reader has been served by ``attempt`` through the Service."""
+    return reader.attempts[-1:] == [attempt]
 
 
 async def _one(cluster: Cluster) -> bool:
@@ -249,6 +255,7 @@ async def test_an_operator_killed_in_each_phase_of_a_handover_converges(
         await wait_for(converged, timeout=40, interval=0.2)
         service = await cluster.api.get(KubeApi.core("default", "services", "r1-driver"))
         assert service is not None and service["spec"]["selector"]["dataflow.dev/attempt"] == "2"
+        await wait_for(lambda: _seen(reader, "2"), timeout=10)
     assert kubelet.most_pods <= 2
     assert reader.unserved == [], reader.unserved
     assert reader.attempts == ["1", "2"]
