@@ -9,14 +9,15 @@ CRDs that ``dataflow-operator crds`` writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import kmock
 from aiohttp import web
@@ -335,6 +336,32 @@ class FakeReplica:
             **wanted,
         }
         return web.json_response(result.to_wire())
+
+
+class Background:
+    """Loops that run while the object is entered (``async with``): :meth:`loops` names
+    them; leaving cancels them, then :meth:`close` releases what they used."""
+
+    _tasks: list[asyncio.Task[None]]
+
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        """The coroutines to run in the background."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release what the loops used, after they stopped."""
+
+    async def __aenter__(self) -> Self:
+        self._tasks = [asyncio.create_task(loop) for loop in self.loops()]
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.close()
 
 
 class Cluster:

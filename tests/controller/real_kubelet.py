@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import time
 from collections import Counter
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,13 @@ from dataflow_operator.api.protocol import ReplicaReport
 from dataflow_operator.controller.control_client import auth_headers
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.manifests import LOCAL_STATE_URI
-from tests.controller.harness import Cluster, running_status
+from tests.controller.harness import Background, Cluster, running_status
 from tests.controller.test_operator_real_runtime import RealReplica, _driver_env, _local_env
 
 __all__ = ["RealKubelet", "ServiceReader", "Writer"]
 
 
-class RealKubelet:
+class RealKubelet(Background):
     """Starts a real runtime for every driver pod of ``r1``, stops it when the pod goes."""
 
     def __init__(self, cluster: Cluster, port: int, root: Path) -> None:
@@ -41,17 +41,11 @@ class RealKubelet:
         self.replicas: dict[str, RealReplica] = {}
         self.most_pods = 0
         self.stopping: list[asyncio.Task[int | None]] = []
-        self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> RealKubelet:
-        self._task = asyncio.create_task(self._loop())
-        return self
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        return [self._loop()]
 
-    async def __aexit__(self, *_: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def close(self) -> None:
         await asyncio.gather(*(r.stop() for r in self.replicas.values()), *self.stopping)
 
     def host(self, attempt: str | int) -> str:
@@ -91,7 +85,7 @@ class RealKubelet:
         )
 
 
-class ServiceReader:
+class ServiceReader(Background):
     """What a client of the driver Service sees: ``GET /status`` and the Subscribe stream."""
 
     def __init__(self, cluster: Cluster, kubelet: RealKubelet, token: str) -> None:
@@ -106,17 +100,9 @@ class ServiceReader:
         self.updates: list[tuple[int, int, str]] = []
         self.complete = -1
         self.connections: list[str] = []
-        self._tasks: list[asyncio.Task[None]] = []
 
-    async def __aenter__(self) -> ServiceReader:
-        self._tasks = [asyncio.create_task(self._status()), asyncio.create_task(self._stream())]
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        return [self._status(), self._stream()]
 
     async def address(self) -> tuple[str, str] | None:
         service = await self.cluster.api.get(KubeApi.core("default", "services", "r1-driver"))
@@ -196,15 +182,15 @@ class ServiceReader:
         return +counts
 
 
-class Writer:
+class Writer(Background):
     """Appends one changelog file a second, each update at the wall-clock time of writing."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.written: list[tuple[int, str]] = []
-        self._task: asyncio.Task[None] | None = None
 
     def write(self) -> None:
+        """One more file with one update, now."""
         now = int(time.time() * 1000)
         value = f"v{len(self.written)}"
         self.path.mkdir(parents=True, exist_ok=True)
@@ -213,17 +199,10 @@ class Writer:
         (self.path / f".{name}").rename(self.path / name)
         self.written.append((now, value))
 
-    async def __aenter__(self) -> Writer:
-        async def loop() -> None:
-            while True:
-                self.write()
-                await asyncio.sleep(1.0)
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        return [self._every_second()]
 
-        self._task = asyncio.create_task(loop())
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def _every_second(self) -> None:
+        while True:
+            self.write()
+            await asyncio.sleep(1.0)

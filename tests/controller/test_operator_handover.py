@@ -11,10 +11,9 @@ the way a client's DNS would: the pod its selector picks, and that pod's address
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -22,7 +21,14 @@ import pytest_asyncio
 
 from dataflow_operator.api.protocol import DataflowReport
 from dataflow_operator.controller.kube import KubeApi
-from tests.controller.harness import Cluster, FakeReplica, new_object, running_status, wait_for
+from tests.controller.harness import (
+    Background,
+    Cluster,
+    FakeReplica,
+    new_object,
+    running_status,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kmock, pytest.mark.asyncio, pytest.mark.timeout(240)]
 
@@ -37,7 +43,7 @@ def _free_port() -> int:
         return port
 
 
-class Kubelet:
+class Kubelet(Background):
     """Runs a fake replica for every driver pod, stops it when the pod is deleted."""
 
     def __init__(self, cluster: Cluster, port: int, hydration_s: float = HYDRATION_S) -> None:
@@ -46,17 +52,13 @@ class Kubelet:
         self.hydration_s = hydration_s
         self.replicas: dict[str, FakeReplica] = {}
         self.most_pods = 0
-        self._task: asyncio.Task[None] | None = None
+        self.installed_at: dict[str, dict[str, float]] = {}
+        """Per pod: when each dataflow was first seen installed on its fake replica."""
 
-    async def __aenter__(self) -> Kubelet:
-        self._task = asyncio.create_task(self._loop())
-        return self
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        return [self._loop()]
 
-    async def __aexit__(self, *_: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    async def close(self) -> None:
         for fake in self.replicas.values():
             await fake.stop()
 
@@ -69,20 +71,20 @@ class Kubelet:
                     await self._run(name, pod)
             for name in [n for n in self.replicas if n not in pods]:
                 await self.replicas.pop(name).stop()
-            for fake in self.replicas.values():
-                self._hydrate(fake)
+            for name, fake in self.replicas.items():
+                self._hydrate(name, fake)
             await asyncio.sleep(0.05)
 
     async def _run(self, name: str, pod: dict[str, Any]) -> None:
         attempt = int(pod["metadata"]["labels"]["dataflow.dev/attempt"])
         fake = FakeReplica(host=f"127.0.0.{attempt + 1}", port=self.port)
-        fake.installed_at: dict[str, float] = {}  # type: ignore[attr-defined]
         await fake.start()
         self.replicas[name] = fake
         await self.cluster.set_pod_status(name, {**running_status(), "podIP": fake.host})
 
-    def _hydrate(self, fake: FakeReplica) -> None:
-        seen: dict[str, float] = fake.installed_at  # type: ignore[attr-defined]
+    def _hydrate(self, pod: str, fake: FakeReplica) -> None:
+        """Dataflows installed on ``pod`` for ``hydration_s`` are reported hydrated."""
+        seen = self.installed_at.setdefault(pod, {})
         now = time.monotonic()
         for name in fake.installed:
             seen.setdefault(name, now)
@@ -98,7 +100,7 @@ class Kubelet:
         )
 
 
-class Reader:
+class Reader(Background):
     """Polls through the driver Service, as a client would; records every unserved poll."""
 
     def __init__(self, cluster: Cluster, kubelet: Kubelet) -> None:
@@ -108,17 +110,9 @@ class Reader:
         self.served = 0
         self.unserved: list[str] = []
         self.attempts: list[str] = []
-        self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> Reader:
-        self._task = asyncio.create_task(self._loop())
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        return [self._loop()]
 
     async def _loop(self) -> None:
         while True:
