@@ -1,0 +1,105 @@
+"""The driver's Spark settings: local mode without executors, else Spark on Kubernetes."""
+
+from __future__ import annotations
+
+import math
+
+from dataflow_operator.api import injection
+from dataflow_operator.api.replica import Replica
+from dataflow_operator.controller.config import OperatorConfig
+from dataflow_operator.controller.manifests.common import (
+    DRIVER_BLOCK_MANAGER_PORT,
+    DRIVER_PORT,
+    Attempt,
+    attempt_host,
+    image_of,
+    memory_to_spark,
+    namespace_of,
+    service_account_of,
+)
+from dataflow_operator.controller.naming import (
+    EXECUTOR_CONTAINER,
+    LABEL_ROLE,
+    ROLE_EXECUTOR,
+    standard_labels,
+)
+from dataflow_operator.core.durations import Duration
+
+__all__ = ["SPARK_MASTER", "spark_conf", "spark_master"]
+
+SPARK_MASTER = "k8s://https://kubernetes.default.svc"
+_PROTECTED_PREFIXES = (
+    "spark.dataflow.",
+    "spark.kubernetes.driver.pod.name",
+    "spark.kubernetes.executor.podTemplateContainerName",
+)
+
+
+def spark_master(replica: Replica) -> str:
+    """``local[<driver cores>]`` without executors, else Kubernetes."""
+    if replica.spec.executor.instances == 0:
+        return f"local[{max(1, math.ceil(replica.spec.driver.cores))}]"
+    return SPARK_MASTER
+
+
+def spark_conf(
+    replica: Replica, config: OperatorConfig, attempt: Attempt, offset: Duration
+) -> dict[str, str]:
+    """The Spark settings of the driver: resources, injection, and executors on Kubernetes.
+
+    Without executors (``executor.instances: 0``) Spark runs in local mode and gets no
+    ``spark.kubernetes.*``, ``spark.executor.*`` or driver-address settings. The
+    Replica's own ``sparkConf`` overrides the operator's choices except the injected
+    ``spark.dataflow.*`` twins, the driver pod name (Spark needs it to own its executors)
+    and the pod template's container name.
+    """
+    spec = replica.spec
+    conf: dict[str, str] = {
+        "spark.master": spark_master(replica),
+        "spark.submit.deployMode": "client",
+        "spark.app.name": f"{namespace_of(replica)}.{replica.metadata.name}",
+        "spark.driver.cores": str(spec.driver.cores),
+        "spark.driver.memory": memory_to_spark(spec.driver.memory),
+    }
+    if spec.driver.memory_overhead:
+        conf["spark.driver.memoryOverhead"] = memory_to_spark(spec.driver.memory_overhead)
+    if spec.executor.instances > 0:
+        conf.update(_executor_conf(replica, config, attempt))
+    user = {k: v for k, v in spec.spark_conf.items() if not k.startswith(_PROTECTED_PREFIXES)}
+    conf.update(user)
+    if spec.executor.instances > 0:
+        conf["spark.kubernetes.driver.pod.name"] = attempt.pod_name
+        conf["spark.kubernetes.executor.podTemplateContainerName"] = EXECUTOR_CONTAINER
+    conf[injection.CONF_START_TIME_MS] = str(attempt.start_time_ms)
+    conf[injection.CONF_EXPIRATION_OFFSET] = str(offset)
+    return dict(sorted(conf.items()))
+
+
+def _executor_conf(replica: Replica, config: OperatorConfig, attempt: Attempt) -> dict[str, str]:
+    """Spark on Kubernetes: where and how Spark creates the executors."""
+    spec = replica.spec
+    labels = standard_labels(replica.metadata.name, spec.cluster)
+    conf: dict[str, str] = {
+        "spark.kubernetes.namespace": namespace_of(replica),
+        "spark.kubernetes.container.image": image_of(replica, config),
+        "spark.kubernetes.executor.deleteOnTermination": "true",
+        "spark.driver.host": attempt_host(replica, attempt.number),
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(DRIVER_BLOCK_MANAGER_PORT),
+        "spark.executor.instances": str(spec.executor.instances),
+        "spark.executor.cores": str(spec.executor.cores),
+        "spark.executor.memory": memory_to_spark(spec.executor.memory),
+    }
+    if spec.image_pull_policy:
+        conf["spark.kubernetes.container.image.pullPolicy"] = spec.image_pull_policy
+    account = service_account_of(replica, config)
+    if account:
+        conf["spark.kubernetes.authenticate.driver.serviceAccountName"] = account
+        conf["spark.kubernetes.authenticate.executor.serviceAccountName"] = account
+    if spec.executor.memory_overhead:
+        conf["spark.executor.memoryOverhead"] = memory_to_spark(spec.executor.memory_overhead)
+    for key, value in {**labels, LABEL_ROLE: ROLE_EXECUTOR}.items():
+        conf[f"spark.kubernetes.executor.label.{key}"] = value
+    # the Replica's env (valueFrom included) reaches executors through the pod template
+    return conf
