@@ -14,12 +14,14 @@ from dataflow_operator.core.time import parse_timestamp
 
 __all__ = [
     "STATE_URI_SCHEMES",
+    "AttemptPhase",
     "Backoff",
     "DriverResources",
     "EnvVar",
     "ExecutorResources",
     "Handover",
     "HandoverOutcome",
+    "HandoverPhase",
     "HandoverRecord",
     "Replica",
     "ReplicaSpec",
@@ -63,6 +65,32 @@ class RestartStrategy(StrEnum):
     """Start the successor beside the current driver; cut over once it is hydrated."""
     BREAK_BEFORE_MAKE = "BreakBeforeMake"
     """Stop the current driver, then start the next: one driver at a time."""
+
+
+class AttemptPhase(StrEnum):
+    """Where a replica's current driver attempt is (``status.phase``)."""
+
+    CREATING = "Creating"
+    """Recorded in status; its pod is being created."""
+    PENDING = "Pending"
+    """Its pod exists and is not running yet."""
+    RUNNING = "Running"
+    """Its pod runs."""
+    BACKING_OFF = "BackingOff"
+    """It failed; the next attempt waits for the backoff."""
+    FAILED = "Failed"
+    """The restart policy gave up."""
+    COMPLETED = "Completed"
+    """The driver exited 0 and the restart policy does not restart successes."""
+
+
+class HandoverPhase(StrEnum):
+    """Where a make-before-break successor is (``status.handover.phase``)."""
+
+    STARTING = "Starting"
+    """Its pod was created; its control API does not answer yet."""
+    HYDRATING = "Hydrating"
+    """It answers and is installing and hydrating the cluster's dataflows."""
 
 
 class HandoverOutcome(StrEnum):
@@ -345,7 +373,7 @@ class Handover(ApiModel):
     expiration_offset: str = Field(description="The offset in force for the successor.")
     spec_hash: str = Field(description="Hash of the driver-relevant spec it was built from.")
     state_dir: str = Field(description="Its state, relative to the replica's state location.")
-    phase: str = Field(
+    phase: HandoverPhase = Field(
         description="Starting (pod created, control API not answering yet) or Hydrating."
     )
     hydrated: str | None = Field(
@@ -412,7 +440,7 @@ class ReplicaStatus(ApiModel):
     spec_hash: str | None = Field(
         default=None, description="Hash of the driver-relevant spec of the current attempt."
     )
-    phase: str | None = Field(
+    phase: AttemptPhase | None = Field(
         default=None,
         description="Where the current attempt is: Creating (recorded, pod being created), "
         "Pending, Running, BackingOff (waiting to restart after a failure), Failed (given up) "

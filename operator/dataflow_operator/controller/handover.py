@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from dataflow_operator.api.injection import STATE_ATTEMPTS_DIR
 from dataflow_operator.api.replica import (
+    AttemptPhase,
     Handover,
     HandoverOutcome,
+    HandoverPhase,
     HandoverRecord,
     RestartReason,
     RestartStrategy,
@@ -44,7 +46,6 @@ from dataflow_operator.controller.replica_view import (
     PROGRESSING,
     ActionKind,
     DecisionBuilder,
-    Phase,
     ReplicaView,
 )
 from dataflow_operator.core.expiration import replica_expiration
@@ -114,7 +115,7 @@ def new_attempt(view: ReplicaView, number: int, state_dir: str) -> Handover:
         expiration_offset=str(offset),
         spec_hash=driver_spec_hash(replica, view.config),
         state_dir=state_dir,
-        phase="Starting",
+        phase=HandoverPhase.STARTING.value,
     )
 
 
@@ -167,8 +168,14 @@ def follow_handover(b: DecisionBuilder, handover: Handover) -> bool:
         return True
     if control is not None and control.reachable:
         progress = f"{control.hydrated_dataflows}/{control.dataflows}"
-        if (handover.phase, handover.hydrated) != ("Hydrating", progress):
-            b.set(handover={**handover.model_dump(), "phase": "Hydrating", "hydrated": progress})
+        if (handover.phase, handover.hydrated) != (HandoverPhase.HYDRATING, progress):
+            b.set(
+                handover={
+                    **handover.model_dump(),
+                    "phase": HandoverPhase.HYDRATING.value,
+                    "hydrated": progress,
+                }
+            )
         return False
     if age >= config.ready_timeout.millis:
         error = control.error if control is not None and control.error else "not answering"
@@ -196,7 +203,7 @@ def cut_over(
         expiration_offset=handover.expiration_offset,
         spec_hash=handover.spec_hash,
         state_dir=handover.state_dir,
-        phase=(Phase.RUNNING if running else Phase.PENDING).value,
+        phase=(AttemptPhase.RUNNING if running else AttemptPhase.PENDING).value,
         handover=None,
         hydrated_at_ms=now if hydrated else None,
         last_hydration_seconds=overlap if hydrated else old.last_hydration_seconds,

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dataflow_operator.api.protocol import DesiredDataflows, ReplicaPhase, ReplicaReport
-from dataflow_operator.api.replica import Replica, ReplicaStatus
+from dataflow_operator.api.replica import AttemptPhase, Replica, ReplicaStatus
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.manifests import control_address
 from dataflow_operator.controller.observation import PodObservation, PodPhase
-from dataflow_operator.controller.replica_logic import ControlObservation, Phase
+from dataflow_operator.controller.replica_logic import ControlObservation
 from dataflow_operator.controller.replica_resources import control_token
 from dataflow_operator.controller.state import (
     AttemptLink,
@@ -46,7 +46,7 @@ async def poll_attempts(
     by_name = {p.name: p for p in pods}
     delay: int | None = None
     driver = by_name.get(status.driver_pod or "")
-    if status.phase == Phase.RUNNING.value and driver is not None:
+    if status.phase is AttemptPhase.RUNNING and driver is not None:
         rt.serving = rt.serving or AttemptLink(driver.name)
         delay = await _sync(
             state,

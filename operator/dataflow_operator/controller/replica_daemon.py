@@ -21,7 +21,13 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from dataflow_operator.api.replica import HandoverOutcome, Replica, ReplicaStatus, RestartReason
+from dataflow_operator.api.replica import (
+    AttemptPhase,
+    HandoverOutcome,
+    Replica,
+    ReplicaStatus,
+    RestartReason,
+)
 from dataflow_operator.api.replica_rules import replica_problems
 from dataflow_operator.controller.dataflow_logic import status_patch
 from dataflow_operator.controller.errors import describe_validation
@@ -34,7 +40,7 @@ from dataflow_operator.controller.replica_control import (
     poll_attempts,
     promote,
 )
-from dataflow_operator.controller.replica_logic import Decision, Phase, ReplicaView, decide
+from dataflow_operator.controller.replica_logic import Decision, ReplicaView, decide
 from dataflow_operator.controller.replica_resources import (
     act,
     ensure_services,
@@ -261,7 +267,7 @@ async def _confirm(
                     driver = observe_pod(found)
                 else:
                     successor = observe_pod(found)
-    if others and status.phase == Phase.CREATING.value:
+    if others and status.phase is AttemptPhase.CREATING:
         confirmed = []
         for pod in others:
             if await kube.get(KubeApi.core(namespace, "pods", pod.name)) is not None:

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import ReplicaPhase
 from dataflow_operator.api.replica import (
+    AttemptPhase,
     HandoverOutcome,
     Replica,
     RestartCount,
@@ -72,7 +73,6 @@ from dataflow_operator.controller.replica_view import (
     Decision,
     DecisionBuilder,
     EventNote,
-    Phase,
     ReplicaView,
 )
 from dataflow_operator.core.conditions import ConditionStatus
@@ -90,7 +90,6 @@ __all__ = [
     "ControlObservation",
     "Decision",
     "EventNote",
-    "Phase",
     "ReplicaView",
     "backoff_delay_ms",
     "decide",
@@ -121,15 +120,15 @@ def decide(view: ReplicaView) -> Decision:
         if not pod.deleting:
             b.act(ActionKind.DELETE_POD, pod.name)
     spec_hash = driver_spec_hash(view.replica, view.config)
-    phase = next((p for p in Phase if p.value == old.phase), None)
+    phase = old.phase
     if old.attempt == 0 or old.driver_pod is None or phase is None:
         _start_attempt(b, None)
-    elif phase in (Phase.FAILED, Phase.COMPLETED):
+    elif phase in (AttemptPhase.FAILED, AttemptPhase.COMPLETED):
         if spec_hash != old.spec_hash:
             _start_attempt(b, RestartReason.SPEC_CHANGED, reset_failures=True)
-    elif phase is Phase.BACKING_OFF:
+    elif phase is AttemptPhase.BACKING_OFF:
         _backing_off(b, spec_hash)
-    elif phase is Phase.CREATING and view.driver is None:
+    elif phase is AttemptPhase.CREATING and view.driver is None:
         _creating(b)
     else:
         _observe(b, spec_hash)
@@ -156,7 +155,7 @@ def _start_attempt(
     restarts = _increment(old.restarts, reason) if reason else list(old.restarts)
     b.set(
         **attempt.model_dump(exclude={"phase", "hydrated"}),
-        phase=Phase.CREATING.value,
+        phase=AttemptPhase.CREATING.value,
         pending_restart=None,
         next_attempt_at_ms=None,
         restarts=restarts,
@@ -229,7 +228,7 @@ def _fail(b: DecisionBuilder, kind: RestartReason, reason: str, message: str) ->
             if policy.type is RestartPolicyType.NEVER
             else f"gave up after {failures} consecutive failures"
         )
-        b.set(phase=Phase.FAILED.value, pending_restart=None, next_attempt_at_ms=None)
+        b.set(phase=AttemptPhase.FAILED.value, pending_restart=None, next_attempt_at_ms=None)
         b.condition(DEGRADED, True, reason, f"{message} ({why})")
         b.condition(READY, False, reason, message)
         b.condition(PROGRESSING, False, "GaveUp", why)
@@ -237,7 +236,7 @@ def _fail(b: DecisionBuilder, kind: RestartReason, reason: str, message: str) ->
         return
     delay = backoff_delay_ms(view.replica, failures)
     b.set(
-        phase=Phase.BACKING_OFF.value,
+        phase=AttemptPhase.BACKING_OFF.value,
         pending_restart=kind.value,
         next_attempt_at_ms=view.now + delay,
     )
@@ -373,7 +372,7 @@ def _terminated(b: DecisionBuilder, driver: PodObservation) -> None:
     )
     policy = view.replica.spec.restart_policy.type
     if succeeded and policy is not RestartPolicyType.ALWAYS:
-        b.set(phase=Phase.COMPLETED.value)
+        b.set(phase=AttemptPhase.COMPLETED.value)
         b.condition(READY, False, "DriverCompleted", "the driver exited with code 0")
         b.condition(PROGRESSING, False, "DriverCompleted", f"restartPolicy is {policy.value}")
         return
@@ -404,7 +403,7 @@ def _pending(b: DecisionBuilder, driver: PodObservation, age: int) -> None:
             f"{message} (not running {timeout / 1000:g}s after the attempt began)",
         )
         return
-    b.set(phase=Phase.PENDING.value)
+    b.set(phase=AttemptPhase.PENDING.value)
     b.condition(READY, False, reason, message)
     b.condition(PROGRESSING, True, "DriverPending", message)
     if driver.reason and ("Err" in driver.reason or "BackOff" in driver.reason):
@@ -415,7 +414,7 @@ def _pending(b: DecisionBuilder, driver: PodObservation, age: int) -> None:
 def _running(b: DecisionBuilder, age: int) -> None:
     view, old = b.view, b.old
     control = view.control
-    b.set(phase=Phase.RUNNING.value)
+    b.set(phase=AttemptPhase.RUNNING.value)
     if control is not None and control.reachable:
         was_ready = any(c.type == READY and c.status == "True" for c in old.conditions)
         b.condition(READY, True, "DriverReady", "driver running and control API answering")
@@ -461,7 +460,7 @@ def _expired_condition(b: DecisionBuilder) -> None:
     status = b.values
     current = next((c for c in b.conditions if c.type == EXPIRED), None)
     expired = current is not None and current.status is ConditionStatus.TRUE
-    if expired and status.get("phase") == Phase.CREATING.value:
+    if expired and status.get("phase") == AttemptPhase.CREATING.value:
         return  # keep "restarting at expiration" until the new attempt runs
     late = current is not None and current.reason == "ExpiredBeforeHandover"
     if expired and late and status.get("unserved_since_ms") is not None:

@@ -32,7 +32,6 @@ __all__ = [
     "Decision",
     "DecisionBuilder",
     "EventNote",
-    "Phase",
     "ReplicaView",
 ]
 
@@ -41,17 +40,6 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 EXPIRED = "Expired"
 PERSISTENT_STATE = "PersistentState"
-
-
-class Phase(StrEnum):
-    """Where the current attempt is; see :mod:`.replica_logic`."""
-
-    CREATING = "Creating"
-    PENDING = "Pending"
-    RUNNING = "Running"
-    BACKING_OFF = "BackingOff"
-    FAILED = "Failed"
-    COMPLETED = "Completed"
 
 
 class ActionKind(StrEnum):
