@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dataflow_operator.core.sql_shape import DIFF, TIME
 from dataflow_operator.runtime.storage import Location
 
 __all__ = [
@@ -39,8 +40,6 @@ __all__ = [
     "part_name",
 ]
 
-TIME = "__time"
-DIFF = "__diff"
 UPPER_FILE = "_upper.json"
 
 
