@@ -1,8 +1,9 @@
-"""``GET /metrics``: a replica's report in the Prometheus text exposition format (0.0.4).
+"""``GET /metrics``: a replica's report as Prometheus metrics, through ``prometheus_client``.
 
-Pure: :func:`render_metrics` turns a :class:`ReplicaReport` and the current time into
-text; the control API serves it. Times are in seconds, as Prometheus prefers.
-:class:`ShutdownHistogram` counts how long drops took (the report carries it).
+:func:`render_metrics` turns a :class:`ReplicaReport` and the current time into the text
+exposition format (a one-shot collector over the report, rendered by
+``prometheus_client``); the control API serves it. Times are in seconds, as Prometheus
+prefers. :class:`ShutdownHistogram` counts how long drops took (the report carries it).
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from dataflow_operator.api.protocol import (
     DataflowReport,
@@ -23,13 +28,13 @@ from dataflow_operator.api.protocol import (
 __all__ = ["CONTENT_TYPE", "METRICS", "SHUTDOWN_BUCKETS", "ShutdownHistogram", "render_metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""What ``generate_latest`` writes for these names, as every Prometheus version reads it."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Metric:
     name: str
     help: str
-    type: str = "gauge"
 
 
 METRICS = {
@@ -63,7 +68,6 @@ METRICS = {
     "shutdown": _Metric(
         "dataflow_shutdown_duration_seconds",
         "Time from a dataflow's drop to its last Spark task ending.",
-        "histogram",
     ),
 }
 """Every metric served, by key: name and help text."""
@@ -106,23 +110,6 @@ class ShutdownHistogram:
             )
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
-
-
-def _sample(name: str, labels: dict[str, str], value: float) -> str:
-    inner = ",".join(f'{key}="{_escape(val)}"' for key, val in labels.items())
-    return f"{name}{{{inner}}} {_number(value)}" if inner else f"{name} {_number(value)}"
-
-
 def _dataflow_samples(flow: DataflowReport, now_ms: int) -> Iterable[tuple[str, float]]:
     frontier = min(flow.frontier) / 1000 if flow.frontier else math.inf
     yield "frontier", frontier
@@ -141,43 +128,57 @@ def _dataflow_samples(flow: DataflowReport, now_ms: int) -> Iterable[tuple[str, 
     yield "dropping", float(flow.dropping)
 
 
-def _histogram(name: str, labels: dict[str, str], durations: ShutdownDurations) -> list[str]:
-    lines = [
-        _sample(f"{name}_bucket", {**labels, "le": repr(float(bound))}, count)
+class _ReportCollector(Collector):
+    """The metrics of one report, as ``prometheus_client`` metric families."""
+
+    def __init__(self, report: ReplicaReport, now_ms: int, labels: dict[str, str]) -> None:
+        self.report = report
+        self.now_ms = now_ms
+        self.labels = labels
+
+    def _gauge(self, key: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+        metric = METRICS[key]
+        return GaugeMetricFamily(metric.name, metric.help, labels=[*self.labels, *extra])
+
+    def collect(self) -> Iterator[Metric]:
+        """Every gauge with at least one sample, in :data:`METRICS` order, then the
+        shutdown histogram."""
+        report, common = self.report, list(self.labels.values())
+        families = {key: self._gauge(key) for key in ("start", "replica_remaining", "dataflows")}
+        families["phase"] = self._gauge("phase", ("phase",))
+        for phase in ReplicaPhase:
+            families["phase"].add_metric([*common, phase.value], float(phase == report.phase))
+        families["start"].add_metric(common, report.start_time / 1000)
+        if report.expiration is not None:
+            remaining = (report.expiration - self.now_ms) / 1000
+            families["replica_remaining"].add_metric(common, remaining)
+        families["dataflows"].add_metric(common, len(report.dataflows))
+        for flow in sorted(report.dataflows, key=lambda f: f.name):
+            for key, value in _dataflow_samples(flow, self.now_ms):
+                if key not in families:
+                    families[key] = self._gauge(key, ("dataflow",))
+                families[key].add_metric([*common, flow.name], value)
+        for key in METRICS:
+            if key in families and families[key].samples:
+                yield families[key]
+        if report.shutdowns is not None:
+            yield _histogram(self.labels, report.shutdowns)
+
+
+def _histogram(labels: dict[str, str], durations: ShutdownDurations) -> HistogramMetricFamily:
+    metric = METRICS["shutdown"]
+    family = HistogramMetricFamily(metric.name, metric.help, labels=list(labels))
+    buckets = [
+        (repr(float(bound)), float(count))
         for bound, count in zip(durations.bounds, durations.counts, strict=True)
     ]
-    lines.append(_sample(f"{name}_bucket", {**labels, "le": "+Inf"}, durations.total))
-    lines.append(_sample(f"{name}_sum", labels, durations.sum_seconds))
-    lines.append(_sample(f"{name}_count", labels, durations.total))
-    return lines
+    buckets.append(("+Inf", float(durations.total)))
+    family.add_metric(list(labels.values()), buckets, durations.sum_seconds)
+    return family
 
 
 def render_metrics(report: ReplicaReport, now_ms: int, labels: dict[str, str] | None = None) -> str:
     """The report as Prometheus text; ``labels`` (e.g. replica, namespace) go on every sample."""
-    common = dict(labels or {})
-    samples: dict[str, list[str]] = {key: [] for key in METRICS}
-    for phase in ReplicaPhase:
-        samples["phase"].append(
-            _sample(METRICS["phase"].name, {**common, "phase": phase.value}, phase == report.phase)
-        )
-    samples["start"].append(_sample(METRICS["start"].name, common, report.start_time / 1000))
-    if report.expiration is not None:
-        remaining = (report.expiration - now_ms) / 1000
-        samples["replica_remaining"].append(
-            _sample(METRICS["replica_remaining"].name, common, remaining)
-        )
-    samples["dataflows"].append(_sample(METRICS["dataflows"].name, common, len(report.dataflows)))
-    for flow in sorted(report.dataflows, key=lambda f: f.name):
-        flow_labels = {**common, "dataflow": flow.name}
-        for key, value in _dataflow_samples(flow, now_ms):
-            samples[key].append(_sample(METRICS[key].name, flow_labels, value))
-    if report.shutdowns is not None:
-        samples["shutdown"] = _histogram(METRICS["shutdown"].name, common, report.shutdowns)
-    lines: list[str] = []
-    for key, metric in METRICS.items():
-        if not samples[key]:
-            continue
-        lines.append(f"# HELP {metric.name} {metric.help}")
-        lines.append(f"# TYPE {metric.name} {metric.type}")
-        lines.extend(samples[key])
-    return "\n".join(lines) + "\n"
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_ReportCollector(report, now_ms, dict(labels or {})))
+    return generate_latest(registry).decode()
