@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import importlib
 import logging
+import sys
 import time
 from collections.abc import MutableMapping
 from typing import Any
@@ -21,7 +22,11 @@ from typing import Any
 import kopf
 import structlog
 
-from dataflow_operator.controller.config import add_config_arguments, config_from_args
+from dataflow_operator.controller.config import (
+    ConfigError,
+    add_config_arguments,
+    config_from_args,
+)
 from dataflow_operator.controller.standby import seniority_priority
 from dataflow_operator.logs import configure_logging, get_logger
 
@@ -84,7 +89,11 @@ def run(args: argparse.Namespace) -> int:
     if logging.getLogger().level > logging.DEBUG:
         # kopf logs every successful handler call; at scale that is noise, not signal
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    config = config_from_args(args)
+    try:
+        config = config_from_args(args)
+    except ConfigError as error:
+        print(f"dataflow-operator operator: error: {error}", file=sys.stderr)
+        return 2
     importlib.import_module("dataflow_operator.controller.handlers")
     log = get_logger("dataflow_operator.operator")
     log.info(
