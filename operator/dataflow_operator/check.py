@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
-from dataflow_operator.api.manifests import Manifest, Problem, load_paths
+from dataflow_operator.api.loading import Manifest, Problem, load_paths
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.api.replica_rules import replica_problems
 

@@ -14,7 +14,7 @@ import aiohttp
 import kopf
 from pydantic import ValidationError
 
-from dataflow_operator.api.manifests import error_lines
+from dataflow_operator.api.loading import error_lines
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.kube import ApiError
 from dataflow_operator.core.errors import DomainError

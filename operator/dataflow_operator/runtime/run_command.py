@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from dataflow_operator.api.dataflow import Dataflow
 from dataflow_operator.api.injection import EXIT_USAGE
-from dataflow_operator.api.manifests import load_paths
+from dataflow_operator.api.loading import load_paths
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError

@@ -20,7 +20,7 @@ from aiohttp.typedefs import Middleware
 from pydantic import ValidationError
 
 from dataflow_operator.api.dataflow import DataflowKindField
-from dataflow_operator.api.manifests import error_lines
+from dataflow_operator.api.loading import error_lines
 from dataflow_operator.api.protocol import PROTOCOL_VERSION, DesiredDataflows
 from dataflow_operator.runtime.metrics import CONTENT_TYPE, render_metrics
 from dataflow_operator.runtime.serve.auth import token_middleware
