@@ -36,37 +36,37 @@ class ApiError(Exception):
         self.message = message
 
 
-def _file(data: str | bytes, directory: Path, name: str) -> str:
+def _decoded(data: str | bytes) -> bytes:
+    """Credential data as kubeconfigs carry it (base64) or as it is (PEM)."""
     raw = data.encode() if isinstance(data, str) else data
     try:
-        decoded = base64.b64decode(raw, validate=True)
+        return base64.b64decode(raw, validate=True)
     except ValueError:
-        decoded = raw
-    path = directory / name
-    path.write_bytes(decoded)
-    return str(path)
+        return raw
 
 
 def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:
+    """TLS for the API server; in-memory credentials never outlive their loading."""
     if not info.server.startswith("https"):
         return False
     if info.insecure:
         return False
-    directory = Path(tempfile.mkdtemp(prefix="dataflow-operator-"))
-    ca = _file(info.ca_data, directory, "ca.crt") if info.ca_data else info.ca_path
-    context = ssl.create_default_context(cafile=str(ca) if ca else None)
-    cert = (
-        _file(info.certificate_data, directory, "client.crt")
-        if info.certificate_data
-        else info.certificate_path
-    )
-    key = (
-        _file(info.private_key_data, directory, "client.key")
-        if info.private_key_data
-        else info.private_key_path
-    )
-    if cert:
-        context.load_cert_chain(str(cert), str(key) if key else None)
+    if info.ca_data:
+        context = ssl.create_default_context(cadata=_decoded(info.ca_data).decode())
+    else:
+        context = ssl.create_default_context(cafile=info.ca_path or None)
+    if info.certificate_data or info.certificate_path:
+        # load_cert_chain reads files only: in-memory data goes through a private
+        # directory that is removed as soon as the context holds the key
+        with tempfile.TemporaryDirectory(prefix="dataflow-operator-") as directory:
+            cert, key = info.certificate_path, info.private_key_path
+            if info.certificate_data:
+                cert = str(Path(directory) / "client.crt")
+                Path(cert).write_bytes(_decoded(info.certificate_data))
+            if info.private_key_data:
+                key = str(Path(directory) / "client.key")
+                Path(key).write_bytes(_decoded(info.private_key_data))
+            context.load_cert_chain(str(cert), str(key) if key else None)
     return context
 
 
