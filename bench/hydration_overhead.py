@@ -25,11 +25,11 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from dataflow_operator.core.hydration import Progress
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.runtime.hydration import (
     HydrationMonitor,
     HydrationTracker,
-    Progress,
     StreamingQueryProbe,
 )
 from dataflow_operator.runtime.session import spark_session

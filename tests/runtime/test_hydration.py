@@ -10,18 +10,15 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from dataflow_operator.core.hydration import ROOT_GROUP, Progress, hydrated_nodes, stage_groups
+from dataflow_operator.core.plan import PlanTree, RawNode, number_plan
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.runtime.hydration import (
-    ROOT_GROUP,
     HydrationMonitor,
     HydrationStatus,
     HydrationTracker,
-    Progress,
     StreamingQueryProbe,
-    hydrated_nodes,
-    stage_groups,
 )
-from dataflow_operator.runtime.plan import PlanTree, RawNode, number_plan
 
 
 def _tree() -> PlanTree:

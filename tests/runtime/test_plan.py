@@ -7,7 +7,8 @@ import re
 import pytest
 from pyspark.sql import SparkSession
 
-from dataflow_operator.runtime.plan import PlanTree, RawNode, live_plan, number_plan
+from dataflow_operator.core.plan import PlanTree, RawNode, number_plan
+from dataflow_operator.runtime.plan import live_plan
 
 
 def _check_children_first(tree: PlanTree) -> None:

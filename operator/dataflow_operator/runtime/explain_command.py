@@ -23,8 +23,9 @@ from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec, Source
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.loading import load_paths
+from dataflow_operator.core.plan import PlanTree
 from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.plan import PlanTree, executed_plan, live_plan
+from dataflow_operator.runtime.plan import executed_plan, live_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

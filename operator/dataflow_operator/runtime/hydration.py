@@ -1,22 +1,11 @@
 """Hydration tracking: which plan nodes of a dataflow have processed its snapshot.
 
-The dataflow itself follows the core rule (:func:`dataflow_operator.core.hydration.is_hydrated`):
-hydrated once its write frontier is strictly beyond ``as_of``; ``hydrationTime`` is how
-long that took from installation. Its plan nodes hydrate earlier, stage by stage, as
-Spark finishes the snapshot batch:
+The rules are the core's (:mod:`dataflow_operator.core.hydration`): the dataflow is
+hydrated once its write frontier is strictly beyond ``as_of`` (``hydrationTime`` is how
+long that took from installation); its plan nodes hydrate earlier, stage by stage, as
+Spark finishes the snapshot batch. Here they are applied to a running query:
 
-- a node's output is complete when the Spark stage computing it has completed. Stage
-  boundaries are the exchanges, so the nodes are grouped by the nearest exchange at or
-  above them (:func:`stage_groups`): a shuffle exchange's group is done when the map
-  stage writing its shuffle has completed, a broadcast exchange's when its broadcast is
-  built, the root's group (the last stage) when the batch has completed;
-- a node whose consumer is hydrated is hydrated too (its output was consumed whole);
-- nodes inside a recursive part (under ``UnionLoop``) only once the recursion for
-  ``as_of`` has finished;
-- every node once the dataflow is hydrated; a dataflow whose inputs are all constant
-  (empty ``as_of``) is hydrated at once.
-
-:class:`HydrationTracker` holds that state for one dataflow and is pure.
+:class:`HydrationTracker` holds one dataflow's state and is pure (no JVM).
 :class:`StreamingQueryProbe` reads Spark's progress for one streaming query (its
 snapshot batch's executed plan, the jobs of the query's job group and their stages,
 shuffle and broadcast completion) — the only JVM access here, a few py4j calls per poll.
@@ -34,113 +23,30 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dataflow_operator.api.dataflow import NodeStatus
-from dataflow_operator.core.hydration import is_hydrated
+from dataflow_operator.core.hydration import (
+    ROOT_GROUP,
+    Progress,
+    hydrated_nodes,
+    is_hydrated,
+    loops_done,
+    stage_groups,
+)
+from dataflow_operator.core.plan import BROADCAST_EXCHANGES, SHUFFLE_EXCHANGES, PlanTree
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.plan import (
-    BROADCAST_EXCHANGES,
-    RECURSIVE,
-    SHUFFLE_EXCHANGES,
-    LivePlan,
-    PlanTree,
-    live_plan,
-)
+from dataflow_operator.runtime.plan import LivePlan, live_plan
 
 __all__ = [
-    "ROOT_GROUP",
     "DataflowHydration",
     "HydrationMonitor",
     "HydrationStatus",
     "HydrationTracker",
-    "Progress",
     "ProgressProbe",
     "StreamingQueryProbe",
-    "hydrated_nodes",
     "shared_monitor",
-    "stage_groups",
 ]
 
-ROOT_GROUP = 0
-"""The group of the nodes above every exchange: done when the plan's output is."""
-
 log = get_logger(__name__)
-
-
-# --- pure rules ----------------------------------------------------------------------
-
-
-def stage_groups(tree: PlanTree) -> dict[int, int]:
-    """Each node's stage group: the id of the nearest exchange at or above it, or 0.
-
-    An exchange is in its own group (its output is complete when the stage writing it
-    is); the nodes above every exchange are in :data:`ROOT_GROUP`.
-    """
-    groups: dict[int, int] = {}
-    for node in tree.preorder():  # parents first: children inherit, exchanges start anew
-        if node.is_exchange:
-            groups[node.node_id] = node.node_id
-        elif node.node_id == tree.root.node_id:
-            groups[node.node_id] = ROOT_GROUP
-        for child in node.children:
-            groups[child] = groups[node.node_id]
-    return groups
-
-
-def hydrated_nodes(
-    tree: PlanTree,
-    done_groups: Iterable[int],
-    *,
-    recursion_done: bool,
-    everything: bool = False,
-) -> set[int]:
-    """The ids of the nodes whose output for the snapshot is complete.
-
-    ``done_groups`` are the stage groups (see :func:`stage_groups`) whose stage has
-    completed; ``recursion_done`` says the recursive parts finished for ``as_of``;
-    ``everything`` (the dataflow is hydrated) makes every node hydrated.
-    """
-    if everything:
-        return {node.node_id for node in tree}
-    done = set(done_groups)
-    groups = stage_groups(tree)
-    hydrated: set[int] = set()
-    for node in tree.preorder():  # parents first: a hydrated consumer hydrates its inputs
-        if node.node_id in hydrated or groups[node.node_id] in done:
-            hydrated.add(node.node_id)
-            hydrated.update(_descendants(tree, node.node_id))
-    if not recursion_done:
-        hydrated = {n for n in hydrated if not tree.node(n).recursive}
-    return hydrated
-
-
-def _loops_done(tree: PlanTree, done_groups: Iterable[int]) -> bool:
-    """Whether every recursion finished: Spark runs a ``UnionLoop``'s iterations before
-    the stage that reads its output, so the loop is done once that stage is."""
-    groups = stage_groups(tree)
-    done = set(done_groups)
-    return all(groups[node.node_id] in done for node in tree if node.kind in RECURSIVE)
-
-
-def _descendants(tree: PlanTree, node_id: int) -> Iterable[int]:
-    stack = list(tree.node(node_id).children)
-    while stack:
-        child = stack.pop()
-        yield child
-        stack.extend(tree.node(child).children)
-
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    """What Spark has done of a dataflow's snapshot batch, as a probe saw it."""
-
-    tree: PlanTree | None = None
-    """The snapshot batch's plan (``None`` until Spark planned it)."""
-    done_groups: frozenset[int] = frozenset()
-    """Stage groups whose stage has completed."""
-    batch_done: bool = False
-    """The snapshot batch has finished (every stage of it has)."""
-    recursion_done: bool | None = None
-    """Whether the recursive parts finished; ``None``: as their stage group says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +117,7 @@ class HydrationTracker:
             recursion_done = (
                 progress.recursion_done
                 if progress.recursion_done is not None
-                else progress.batch_done or _loops_done(progress.tree, progress.done_groups)
+                else progress.batch_done or loops_done(progress.tree, progress.done_groups)
             )
             now = hydrated_nodes(
                 progress.tree,
