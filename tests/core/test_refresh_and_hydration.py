@@ -1,4 +1,4 @@
-"""Refresh schedules round up; hydration is the output frontier strictly beyond as_of."""
+"""Refresh schedules round up and down; hydration is the output frontier strictly beyond as_of."""
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -42,3 +42,12 @@ def test_empty_as_of_counts_as_hydrated() -> None:
 
 def test_empty_output_frontier_is_beyond_any_as_of() -> None:
     assert is_hydrated(Frontier.empty(), Frontier.at(10))
+
+
+def test_round_down_to_the_last_refresh() -> None:
+    daily = RefreshSchedule(every=Duration(10), aligned_to=5)
+    assert daily.round_down(4) is None
+    assert daily.round_down(5) == 5
+    assert daily.round_down(24) == 15
+    assert RefreshSchedule(at=(3, 30)).round_down(29) == 3
+    assert RefreshSchedule(every=Duration(10), aligned_to=5, at=(17,)).round_down(19) == 17

@@ -12,15 +12,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
-from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.incremental import plan_query
-from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.runtime.aggregate import final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import ChangelogStore, consolidate
 from dataflow_operator.runtime.clock import ClockFile, TickPlan
 from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.expiry import last_refresh_at_or_before
 from dataflow_operator.runtime.insert_command import insert_rows
 from dataflow_operator.runtime.run_command import format_update
 from dataflow_operator.runtime.source_reader import ChangelogReader, HeldInput, list_data_files
@@ -126,14 +123,6 @@ def test_per_row_form_of_the_partial_aggregate() -> None:
     assert "__time, __diff FROM" in final
     with pytest.raises(InvalidSql):
         per_row_sql("SELECT k, max(x) FROM t GROUP BY k")
-
-
-def test_last_refresh_at_or_before() -> None:
-    daily = RefreshSchedule(every=Duration(10), aligned_to=5)
-    assert last_refresh_at_or_before(daily, 4) is None
-    assert last_refresh_at_or_before(daily, 5) == 5
-    assert last_refresh_at_or_before(daily, 24) == 15
-    assert last_refresh_at_or_before(RefreshSchedule(at=(3, 30)), 29) == 3
 
 
 def test_one_line_errors_keep_the_innermost_python_error() -> None:

@@ -33,3 +33,11 @@ class RefreshSchedule:
                 candidates.append(self.aligned_to + periods * step)
         valid = [t for t in candidates if t <= MAX_TIMESTAMP]
         return min(valid) if valid else None
+
+    def round_down(self, time: Timestamp) -> Timestamp | None:
+        """The last refresh at or before ``time``, or ``None`` if there is none yet."""
+        candidates = [t for t in self.at if t <= time]
+        if self.every is not None and self.every.millis > 0 and time >= self.aligned_to:
+            step = self.every.millis
+            candidates.append(self.aligned_to + (time - self.aligned_to) // step * step)
+        return max(candidates) if candidates else None

@@ -39,7 +39,7 @@ from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.build import SourceInput, Unsupported, build_dataflow
 from dataflow_operator.runtime.clock import ClockFile, TickPlan
 from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.expiry import expiration_of, last_refresh_at_or_before
+from dataflow_operator.runtime.expiry import expiration_of
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
 from dataflow_operator.runtime.metrics import ShutdownHistogram
 from dataflow_operator.runtime.running import (
@@ -589,7 +589,7 @@ class Engine:
         spec = self._entries[name].desired.spec
         if spec.refresh is None:
             return time
-        return last_refresh_at_or_before(spec.refresh.schedule(), time)
+        return spec.refresh.schedule().round_down(time)
 
 
 def _remove(layout: DataflowLayout) -> None:

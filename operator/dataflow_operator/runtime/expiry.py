@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.core.expiration import ExpirationInputs, dataflow_expiration, dataflow_until
-from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.core.time import Frontier, Timestamp
 
-__all__ = ["expiration_of", "last_refresh_at_or_before"]
+__all__ = ["expiration_of"]
 
 
 def expiration_of(
@@ -26,12 +25,3 @@ def expiration_of(
     )
     expiration = dataflow_expiration(replica_expiration, inputs)
     return expiration, dataflow_until(Frontier.empty(), expiration)
-
-
-def last_refresh_at_or_before(schedule: RefreshSchedule, time: Timestamp) -> Timestamp | None:
-    """The latest refresh time ``<= time`` of ``schedule``, or ``None`` if none yet."""
-    candidates = [t for t in schedule.at if t <= time]
-    if schedule.every is not None and schedule.every.millis > 0 and time >= schedule.aligned_to:
-        step = schedule.every.millis
-        candidates.append(schedule.aligned_to + (time - schedule.aligned_to) // step * step)
-    return max(candidates) if candidates else None
