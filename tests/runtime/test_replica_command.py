@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api import injection
@@ -181,8 +182,13 @@ def test_serves_until_stopped(spark: SparkSession, tmp_path: Path) -> None:
     report = ReplicaReport.model_validate(_get(port, "/status")[1])
     assert report.start_time == start and report.expiration == start + 3_600_000
     assert report.phase is ReplicaPhase.RUNNING
-    metrics = _get(port, "/metrics")[1].splitlines()
-    assert 'dataflow_replica_phase{replica="r1",phase="Running"} 1' in metrics
+    phases = {
+        (sample.labels["replica"], sample.labels["phase"]): sample.value
+        for family in text_string_to_metric_families(_get(port, "/metrics")[1])
+        if family.name == "dataflow_replica_phase"
+        for sample in family.samples
+    }
+    assert phases[("r1", "Running")] == 1 and phases[("r1", "Starting")] == 0
     stop.set()
     worker.join(timeout=60)
     assert codes == [injection.EXIT_OK]
