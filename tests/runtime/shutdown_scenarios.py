@@ -2,7 +2,10 @@
 
 The engine steps in a thread of its own; a sibling temporal-filter dataflow (``a-sibling``,
 first in step order) advances one day per step; the heavy dataflow (``heavy``) is one of:
-``cross`` (a triple cross join), ``snapshot`` (a large table snapshot) or ``recursion`` (a
+``cross`` (a triple cross join), ``nested-loop`` (two theta left joins over one input's
+distinct rows: Spark runs them as broadcast nested-loop joins streaming an aggregate's
+output, and no loop of theirs checks for a cancel, so only a fuse stops the task),
+``snapshot`` (a large table snapshot) or ``recursion`` (a
 divergent ``WITH RECURSIVE`` with the recursion limits at -1).
 """
 
@@ -33,6 +36,10 @@ SIBLING, HEAVY = "a-sibling", "heavy"
 RECURSION_LIMITS = ("spark.sql.cteRecursionLevelLimit", "spark.sql.cteRecursionRowLimit")
 SQL = {
     "cross": "SELECT count(*) AS n FROM a, b, c",
+    "nested-loop": (
+        "SELECT count(*) AS n FROM (SELECT DISTINCT x FROM a) AS d "
+        "LEFT JOIN b ON d.x <> b.x LEFT JOIN c ON b.x <> c.x"
+    ),
     "snapshot": "SELECT x FROM big",
     "recursion": (
         "WITH RECURSIVE r(n) AS (SELECT x FROM a UNION ALL SELECT n + 1 FROM r) "
@@ -66,7 +73,7 @@ def heavy_spec(kind: str, data: Path, rows: int) -> DataflowSpec:
     """The heavy dataflow of scenario ``kind`` over ``rows``-row inputs written to ``data``."""
     if kind == "snapshot":
         sources = [_table(data / "big", rows, files=4)]
-    elif kind == "cross":
+    elif kind in {"cross", "nested-loop"}:
         sources = [_changelog(data / name, rows) for name in "abc"]
     else:
         sources = [_changelog(data / "a", rows)]
@@ -158,17 +165,27 @@ LOOPING_JOBS = 20
 each over in a millisecond, so a poll seldom sees one of its tasks at work."""
 
 
-def wait_busy(spark: SparkSession, groups: list[str], timeout: float) -> float:
-    """Seconds until some task of ``groups`` runs, or they have run
-    :data:`LOOPING_JOBS` jobs (raises after ``timeout``)."""
+def wait_busy(
+    spark: SparkSession, groups: list[str], timeout: float, sustained: float = 0.0
+) -> float:
+    """Seconds until some task of ``groups`` has run for ``sustained`` seconds without a
+    pause (tasks of a short stage before the heavy one do not count then), or they have
+    run :data:`LOOPING_JOBS` jobs (raises after ``timeout``)."""
     tracker = spark.sparkContext.statusTracker()
     start = time.monotonic()
+    busy_since: float | None = None
     while time.monotonic() - start < timeout:
         jobs = sum(len(tracker.getJobIdsForGroup(group)) for group in groups)
-        if jobs >= LOOPING_JOBS or active_tasks(spark, groups):
+        if jobs >= LOOPING_JOBS:
+            return time.monotonic() - start
+        if not active_tasks(spark, groups):
+            busy_since = None
+        elif busy_since is None:
+            busy_since = time.monotonic()
+        if busy_since is not None and time.monotonic() - busy_since >= sustained:
             return time.monotonic() - start
         time.sleep(0.05)
-    raise TimeoutError(f"no task of {groups} started within {timeout}s")
+    raise TimeoutError(f"no task of {groups} ran {sustained}s within {timeout}s")
 
 
 def report_within(engine: Engine, timeout: float) -> ReplicaReport | None:

@@ -8,10 +8,11 @@ every time the batch changed runs the query (a Spark batch query under the dataf
 token) over the inputs consolidated at that time, and emits the difference from the
 previous result: ``(row, t, new count - old count)``.
 
-Dropping stops it promptly: the per-time loop checks the token; the inputs are
-parallelized collections, whose iterators check for interruption on every input row, so
-even a cartesian or nested-loop join's task ends soon after its job is cancelled (its own
-loops do not check, SPARK-33409); a recursion's iterations are jobs (see the engine's
+Dropping stops it promptly: the per-time loop checks the token; the query runs with a
+fuse after each join that can multiply rows and after each input of a nested-loop join
+(:mod:`dataflow_operator.runtime.fuse`), which fails the task once its job is cancelled,
+so a cartesian or nested-loop join whose own loops never check for a cancel
+(SPARK-33409) ends too; a recursion's iterations are jobs (see the engine's
 ``RECURSION_LOCAL_RELATION``) that the token's cancel of future jobs ends.
 
 Files (runtime-owned, idempotent per batch id so a replayed batch gives the same
@@ -32,6 +33,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.fuse import fused
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.token import Token
 
@@ -143,7 +145,7 @@ class Recompute:
             for name, frame in views.items():
                 frame.createOrReplaceTempView(name)
             try:
-                result = self.spark.sql(self.snapshot_sql)
+                result = fused(self.spark.sql(self.snapshot_sql))
                 keyed = result.select(
                     "*", F.to_json(F.struct(*[F.col(f"`{c}`") for c in result.columns])).alias(KEY)
                 )
