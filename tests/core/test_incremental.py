@@ -101,7 +101,12 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "SELECT b + 1 AS a, COUNT(*) FROM events GROUP BY a",
         Strategy.GENERAL,
     ),
-    "join": ("SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a", Strategy.GENERAL),
+    "equi-join": ("SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a", Strategy.JOIN),
+    "non-equi join": ("SELECT e.a FROM events AS e JOIN users AS u ON e.a < u.a", Strategy.GENERAL),
+    "join then aggregate": (
+        "SELECT u.a, COUNT(*) FROM events AS e JOIN users AS u ON e.a = u.a GROUP BY u.a",
+        Strategy.GENERAL,
+    ),
     "distinct": ("SELECT DISTINCT a FROM events", Strategy.GENERAL),
     "min": ("SELECT a, MIN(b) FROM events GROUP BY a", Strategy.GENERAL),
     "max": ("SELECT MAX(b) FROM events", Strategy.GENERAL),
@@ -153,13 +158,14 @@ def test_classification(case: str) -> None:
     assert (plan.aggregate is not None) == (strategy is Strategy.AGGREGATE)
     for text in (plan.sql, plan.snapshot_sql):
         assert parse(text).sql("spark") == text
-    if strategy is Strategy.GENERAL:
+    assert (plan.join is not None) == (strategy is Strategy.JOIN)
+    if strategy in (Strategy.GENERAL, Strategy.JOIN):
         assert plan.sql == plan.snapshot_sql
 
 
 def test_general_sql_is_the_query_itself() -> None:
-    plan = classify("SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a", SOURCES)
-    assert plan.sql == "SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a"
+    plan = classify("SELECT e.a FROM events AS e JOIN users AS u ON e.a < u.a", SOURCES)
+    assert plan.sql == "SELECT e.a FROM events AS e JOIN users AS u ON e.a < u.a"
     assert plan.inputs == frozenset({"events", "users"})
 
 

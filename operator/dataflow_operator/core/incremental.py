@@ -18,8 +18,14 @@ classifies what remains into one of three strategies:
     ``count(*)``, ``count(x)``, ``sum(x)`` and ``avg(x)``. See :class:`AggregatePlan`
     for the two SQL statements and what the engine does between them.
 
+``JOIN``
+    A two-input equi-join (inner or outer) of sources or linear sub-selects of one
+    source, with row-wise SELECT and WHERE: see :mod:`dataflow_operator.core.join`.
+    :attr:`MaintenancePlan.join` is its shape; the engine resolves it against the sides'
+    columns and falls back to GENERAL when that fails (an ambiguous name).
+
 ``GENERAL``
-    Anything else: joins, DISTINCT, min/max and other aggregates, window functions,
+    Anything else: other joins, DISTINCT, min/max and other aggregates, window functions,
     LIMIT, subqueries, CTEs and WITH RECURSIVE, set operations other than UNION ALL of
     linear queries. At each time the engine recomputes :attr:`MaintenancePlan.sql` over
     the *consolidated* inputs (each relation's rows with the sum of their diffs up to that
@@ -47,6 +53,7 @@ from functools import lru_cache
 from sqlglot import exp
 
 from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.core.join import JoinShape, join_shape
 from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.sql_shape import (
     DIFF,
@@ -104,6 +111,7 @@ class Strategy(enum.Enum):
 
     LINEAR = "linear"
     AGGREGATE = "aggregate"
+    JOIN = "join"
     GENERAL = "general"
 
 
@@ -173,6 +181,7 @@ class MaintenancePlan:
     - ``inputs``: the relation names the stage reads (lower case): sources, and
       ``__mz_filtered`` for the outer stage of a temporal query.
     - ``aggregate``: set for AGGREGATE only.
+    - ``join``: set for JOIN only; ``sql`` is then the query itself, as for GENERAL.
     """
 
     strategy: Strategy
@@ -180,6 +189,7 @@ class MaintenancePlan:
     snapshot_sql: str
     inputs: frozenset[str]
     aggregate: AggregatePlan | None = None
+    join: JoinShape | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +285,9 @@ def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
         if aggregate is not None:
             partial_sql, plan = aggregate
             return MaintenancePlan(Strategy.AGGREGATE, partial_sql, snapshot, inputs, plan)
+    join = join_shape(tree, ctes)
+    if join is not None:
+        return MaintenancePlan(Strategy.JOIN, snapshot, snapshot, inputs, join=join)
     return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs)
 
 
