@@ -5,8 +5,9 @@ this module wires it onto Spark: each source becomes a streaming changelog
 (:mod:`.source_reader`) with an event-time watermark on its batch time, the SQL runs over
 those streams, the temporal bounds become ``[__lower, __upper)`` and the temporal filter
 runs as a ``transformWithStateInPandas`` operator (:mod:`.temporal_filter`). AGGREGATE
-queries keep their groups' totals in Spark state too (:mod:`.aggregate`); GENERAL ones
-are recomputed per changed time and diffed (:mod:`.general`).
+queries keep their groups' totals in Spark state too (:mod:`.aggregate`), equi-joins
+their inputs' arrangements (:mod:`.join`); GENERAL ones are recomputed per changed time
+and diffed (:mod:`.general`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from dataflow_operator.core.incremental import (
     Strategy,
     plan_query,
 )
+from dataflow_operator.core.join import JOINED
 from dataflow_operator.core.temporal import TemporalBound
 from dataflow_operator.runtime.aggregate import GroupTotals, final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.general import Recompute, inputs_changelog
+from dataflow_operator.runtime.join import joined_changelog
 from dataflow_operator.runtime.source_reader import (
     BATCH_TIME,
     HEARTBEAT,
@@ -247,6 +250,52 @@ def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
         spark.catalog.dropTempView(GROUPS)
 
 
+def _snapshot_schema(spark: SparkSession, plan: QueryPlan) -> T.StructType:
+    """The query's output schema over its inputs' data columns (a star over the streams
+    would also pick up ``__time`` and ``__diff``)."""
+    streams = {name: spark.table(name) for name in sorted(plan.maintenance.inputs)}
+    try:
+        for name, stream in streams.items():
+            fields = [f for f in stream.schema.fields if f.name not in (TIME, DIFF)]
+            spark.createDataFrame([], T.StructType(fields)).createOrReplaceTempView(name)
+        return spark.sql(plan.maintenance.snapshot_sql).schema
+    finally:
+        for name, stream in streams.items():
+            stream.createOrReplaceTempView(name)
+
+
+def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame | None:
+    """The JOIN strategy over the registered inputs, or ``None`` where it does not apply
+    (a column name the sides' schemas cannot resolve, keys of unmatched types)."""
+    shape = plan.maintenance.join
+    assert shape is not None
+    sides = [spark.sql(side.sql) for side in shape.sides]
+    columns = [[c for c in side.columns if c not in (TIME, DIFF)] for side in sides]
+    resolved = shape.resolve(columns[0], columns[1])
+    if resolved is None:
+        return None
+    joined = joined_changelog(resolved, sides[0], sides[1], buckets=BUCKETS, until=until)
+    if joined is None:
+        return None
+    output = _snapshot_schema(spark, plan)
+    joined.createOrReplaceTempView(JOINED)
+    try:
+        frame = spark.sql(resolved.output_sql)
+    finally:
+        spark.catalog.dropTempView(JOINED)
+    # Spark's own names and types for the output, by position (names may repeat).
+    positions = [f"__c{i}" for i in range(len(output.fields))]
+    frame = frame.toDF(*positions, TIME, DIFF)
+    return frame.select(
+        *[
+            F.col(p).cast(f.dataType).alias(f.name)
+            for p, f in zip(positions, output.fields, strict=True)
+        ],
+        F.col(TIME),
+        F.col(DIFF),
+    )
+
+
 def _general(
     spark: SparkSession,
     plan: QueryPlan,
@@ -318,9 +367,12 @@ def build_dataflow(
                 inner = spark.sql(plan.temporal.inner_sql)
                 filtered = _apply_bounds(inner, bounds, until, previous_until)
                 filtered.createOrReplaceTempView(FILTERED)
-            if strategy is Strategy.GENERAL:
+            joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
+            if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
                 return _general(spark, plan, bounds, work_dir)
-            if strategy is Strategy.AGGREGATE:
+            if joined is not None:
+                frame = joined
+            elif strategy is Strategy.AGGREGATE:
                 frame = _aggregate(spark, plan)
             else:
                 frame = spark.sql(plan.temporal.sql)
