@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dataflow_operator.core.incremental import Strategy, classify
+from dataflow_operator.core.incremental import Strategy, classify, plan_over_joined
 from dataflow_operator.core.join import JoinPlan, JoinShape
 
 SOURCES = ["orders", "customers", "events"]
@@ -148,3 +148,23 @@ def test_a_self_join_reads_one_source_twice() -> None:
     plan = shape.resolve(ORDERS, ORDERS)
     assert plan is not None
     assert plan.keys == (("`customer`",), ("`id`",))
+
+
+def test_an_aggregation_over_a_join_is_planned_over_the_joined_rows() -> None:
+    plan = _plan(
+        "SELECT c.name, count(*) AS n, sum(o.amount) FROM orders o JOIN customers c "
+        "ON o.customer = c.id WHERE amount > 1 GROUP BY c.name HAVING count(*) > 1"
+    )
+    assert plan.aggregate
+    assert plan.output_sql == (
+        "SELECT __mz_r1, COUNT(*) AS n, SUM(__mz_l2) FROM __mz_joined WHERE __mz_l2 > 1 "
+        "GROUP BY __mz_r1 HAVING COUNT(*) > 1"
+    )
+    over_joined = plan_over_joined(plan.output_sql)
+    assert over_joined is not None and over_joined.aggregate is not None
+    assert over_joined.aggregate.keys == ("__key_0",)
+    assert over_joined.inputs == frozenset({"__mz_joined"})
+
+
+def test_a_global_aggregate_over_joined_rows_has_no_plan() -> None:
+    assert plan_over_joined("SELECT COUNT(*) FROM __mz_joined") is None

@@ -7,7 +7,10 @@
 
 where ``x`` and ``y`` each read one source directly or through a linear sub-select
 (``(SELECT … FROM source WHERE …) AS s``). Each side becomes a linear changelog
-(:attr:`JoinSide.sql`: its columns, then ``__time`` and ``__diff``).
+(:attr:`JoinSide.sql`: its columns, then ``__time`` and ``__diff``). The same join with
+GROUP BY (and HAVING, aggregates) over its rows is recognised too
+(:attr:`JoinShape.aggregate`): its aggregation is then planned over the joined rows by
+:func:`dataflow_operator.core.incremental.plan_over_joined`.
 
 Which side an unqualified column belongs to depends on the sides' columns, which only
 the engine knows: :meth:`JoinShape.resolve` takes them and yields the :class:`JoinPlan`
@@ -58,7 +61,7 @@ JOINED = "__mz_joined"
 
 JoinKind = Literal["inner", "left", "right", "full"]
 
-_NOT_JOIN_ARGS = (*NOT_AGGREGATE_ARGS, "group", "having", "laterals", "pivots")
+_NOT_JOIN_ARGS = (*NOT_AGGREGATE_ARGS, "laterals", "pivots")
 
 
 def joined_column(side: int, index: int) -> str:
@@ -82,16 +85,20 @@ class JoinPlan:
 
     - ``keys``: per side, the key expressions (SQL over the side's own columns,
       unqualified), position by position equal in a match.
-    - ``output_sql``: row-wise SQL over the relation :data:`JOINED`, whose columns are
-      the left side's columns named ``joined_column(0, i)``, the right side's named
+    - ``output_sql``: SQL over the relation :data:`JOINED`, whose columns are the left
+      side's columns named ``joined_column(0, i)``, the right side's named
       ``joined_column(1, i)`` (NULL on the missing side of a null-extended row), then
-      ``__time`` and ``__diff``. It yields the query's columns, ``__time``, ``__diff``
-      (names as written or Spark's; rename positionally to the snapshot schema).
+      ``__time`` and ``__diff``. Without :attr:`aggregate` it is row-wise and yields the
+      query's columns, ``__time``, ``__diff``; with it, it is the query's aggregation
+      (GROUP BY, HAVING) over the joined rows as a query over consolidated inputs, to be
+      planned in turn. Names are as written or Spark's: rename positionally to the
+      snapshot schema.
     """
 
     kind: JoinKind
     keys: tuple[tuple[str, ...], tuple[str, ...]]
     output_sql: str
+    aggregate: bool = False
 
     @property
     def preserves(self) -> tuple[bool, bool]:
@@ -108,6 +115,8 @@ class JoinShape:
     query: exp.Select = field(compare=False, repr=False)
     """The query; its join condition is :attr:`conditions`."""
     conditions: tuple[exp.EQ, ...] = field(compare=False, repr=False)
+    aggregate: bool = False
+    """Whether the query aggregates the joined rows (GROUP BY, aggregates, HAVING)."""
 
     def resolve(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> JoinPlan | None:
         """The plan given each side's columns (in order), or ``None`` (then recompute).
@@ -118,10 +127,10 @@ class JoinShape:
         resolver = _Resolver(self, (tuple(left_columns), tuple(right_columns)))
         try:
             keys = resolver.keys()
-            output = resolver.output()
+            output = resolver.aggregation() if self.aggregate else resolver.output()
         except _Unresolved:
             return None
-        return JoinPlan(kind=self.kind, keys=keys, output_sql=output)
+        return JoinPlan(kind=self.kind, keys=keys, output_sql=output, aggregate=self.aggregate)
 
 
 def join_shape(select: exp.Query, ctes: frozenset[str] = frozenset()) -> JoinShape | None:
@@ -146,10 +155,22 @@ def join_shape(select: exp.Query, ctes: frozenset[str] = frozenset()) -> JoinSha
     conditions = _equalities(join.args.get("on"))
     if conditions is None:
         return None
-    for item in [*select.expressions, select.args.get("where")]:
-        if item is not None and not _row_wise(item):
+    aggregate = bool(select.args.get("group") or select.args.get("having")) or any(
+        is_aggregate(node) for item in select.expressions for node in item.walk()
+    )
+    where = select.args.get("where")
+    if where is not None and not _row_wise(where):
+        return None
+    for item in [*select.expressions, select.args.get("group"), select.args.get("having")]:
+        if item is not None and not _row_wise(item, aggregates=aggregate):
             return None
-    return JoinShape(kind=kind, sides=(left, right), query=select, conditions=conditions)
+    return JoinShape(
+        kind=kind,
+        sides=(left, right),
+        query=select,
+        conditions=conditions,
+        aggregate=aggregate,
+    )
 
 
 def _kind(join: exp.Join) -> JoinKind | None:
@@ -217,10 +238,13 @@ def _equalities(condition: exp.Expr | None) -> tuple[exp.EQ, ...] | None:
     return tuple(found)
 
 
-def _row_wise(node: exp.Expr) -> bool:
-    """Whether ``node`` is computed from one joined row alone (no subquery, aggregate…)."""
+def _row_wise(node: exp.Expr, *, aggregates: bool = False) -> bool:
+    """Whether ``node`` is computed from one joined row alone (no subquery, window…), or
+    with ``aggregates`` from one group of them."""
     for sub in node.walk():
-        if isinstance(sub, exp.Query | exp.Window | exp.Exists) or is_aggregate(sub):
+        if isinstance(sub, exp.Query | exp.Window | exp.Exists):
+            return False
+        if is_aggregate(sub) and not aggregates:
             return False
         if is_nondeterministic(sub):
             return False
@@ -308,6 +332,23 @@ class _Resolver:
         if qualifier.lower() not in self.aliases:
             raise _Unresolved
         return self.aliases.index(qualifier.lower())
+
+    def aggregation(self) -> str:
+        """The query's aggregation over :data:`JOINED` (no join), columns renamed."""
+        query = self.shape.query.copy()
+        query.set("joins", None)
+        for key in ("from_", "from"):
+            if key in exp.Select.arg_types:
+                query.set(key, exp.From(this=exp.to_table(JOINED)))
+
+        def rename(sub: exp.Expr) -> exp.Expr:
+            if isinstance(sub, exp.Column) and not sub.is_star:
+                return exp.column(joined_column(*self.locate(sub)))
+            if isinstance(sub, exp.Column) and sub.is_star:
+                raise _Unresolved
+            return sub
+
+        return render(query.transform(rename))
 
     def output(self) -> str:
         items: list[exp.Expr] = []

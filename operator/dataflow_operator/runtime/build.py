@@ -28,8 +28,10 @@ from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.incremental import (
     COUNT,
     GROUPS,
+    MaintenancePlan,
     QueryPlan,
     Strategy,
+    plan_over_joined,
     plan_query,
 )
 from dataflow_operator.core.join import JOINED
@@ -38,6 +40,7 @@ from dataflow_operator.runtime.aggregate import GroupTotals, final_changelog_sql
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.join import joined_changelog
+from dataflow_operator.runtime.multiset import multiset_changelog
 from dataflow_operator.runtime.source_reader import (
     BATCH_TIME,
     HEARTBEAT,
@@ -212,12 +215,12 @@ def _apply_bounds(
     )
 
 
-def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
+def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
     """The AGGREGATE strategy over the registered inputs: totals in state, transitions out."""
-    aggregate = plan.maintenance.aggregate
+    aggregate = plan.aggregate
     assert aggregate is not None
-    partial = spark.sql(plan.maintenance.sql)  # for the partial sums' types only
-    per_row = spark.sql(per_row_sql(plan.maintenance.sql))
+    partial = spark.sql(plan.sql)  # for the partial sums' types only
+    per_row = spark.sql(per_row_sql(plan.sql))
     per_row = per_row.select(
         *[
             F.col(f"`{field.name}`").cast(field.dataType).alias(field.name)
@@ -238,7 +241,12 @@ def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
     bucket = F.pmod(F.hash(*key_columns), F.lit(BUCKETS)) if key_columns else F.lit(0)
     groups = per_row.withColumn(BUCKET, bucket.cast("int"))
     groups = groups.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=GroupTotals(len(keys), len(aggregate.sums)),
+        statefulProcessor=GroupTotals(
+            len(keys),
+            len(aggregate.sums),
+            tuple(isinstance(k.dataType, T.IntegralType) for k in keys),
+            aggregate.kinds,
+        ),
         outputStructType=output,
         outputMode="Append",
         timeMode="None",
@@ -266,7 +274,10 @@ def _snapshot_schema(spark: SparkSession, plan: QueryPlan) -> T.StructType:
 
 def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame | None:
     """The JOIN strategy over the registered inputs, or ``None`` where it does not apply
-    (a column name the sides' schemas cannot resolve, keys of unmatched types)."""
+    (a column name the sides' schemas cannot resolve, keys of unmatched types).
+
+    A join with GROUP BY feeds its joined rows, as the relation ``__mz_joined``, to the
+    AGGREGATE strategy's state (:mod:`.aggregate`)."""
     shape = plan.maintenance.join
     assert shape is not None
     sides = [spark.sql(side.sql) for side in shape.sides]
@@ -274,16 +285,36 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
     resolved = shape.resolve(columns[0], columns[1])
     if resolved is None:
         return None
-    joined = joined_changelog(resolved, sides[0], sides[1], buckets=BUCKETS, until=until)
+    # The sides are not in step; what reads the output (the aggregate's totals, another
+    # dataflow's operators) applies updates in time order.
+    joined = joined_changelog(
+        resolved,
+        sides[0],
+        sides[1],
+        buckets=BUCKETS,
+        until=until,
+        in_time_order=True,
+    )
     if joined is None:
+        return None
+    aggregation = plan_over_joined(resolved.output_sql) if resolved.aggregate else None
+    if resolved.aggregate and aggregation is None:
         return None
     output = _snapshot_schema(spark, plan)
     joined.createOrReplaceTempView(JOINED)
     try:
-        frame = spark.sql(resolved.output_sql)
+        if aggregation is not None:
+            frame = _aggregate(spark, aggregation)  # its groups' totals over the joined rows
+        else:
+            frame = spark.sql(resolved.output_sql)
     finally:
         spark.catalog.dropTempView(JOINED)
-    # Spark's own names and types for the output, by position (names may repeat).
+    return _as_output(frame, output)
+
+
+def _as_output(frame: DataFrame, output: T.StructType) -> DataFrame:
+    """``frame`` (data columns, ``__time``, ``__diff``) with Spark's own names and types
+    for the query's output, by position (names may repeat)."""
     positions = [f"__c{i}" for i in range(len(output.fields))]
     frame = frame.toDF(*positions, TIME, DIFF)
     return frame.select(
@@ -294,6 +325,15 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
         F.col(TIME),
         F.col(DIFF),
     )
+
+
+def _multiset(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame:
+    """The SET strategy (DISTINCT, set operations) over the registered inputs."""
+    multiset = plan.maintenance.multiset
+    assert multiset is not None
+    inputs = [spark.sql(sql) for sql in multiset.inputs]
+    frame = multiset_changelog(multiset, inputs, buckets=BUCKETS, until=until)
+    return _as_output(frame, _snapshot_schema(spark, plan))
 
 
 def _general(
@@ -372,8 +412,10 @@ def build_dataflow(
                 return _general(spark, plan, bounds, work_dir)
             if joined is not None:
                 frame = joined
+            elif strategy is Strategy.SET:
+                frame = _multiset(spark, plan, until)
             elif strategy is Strategy.AGGREGATE:
-                frame = _aggregate(spark, plan)
+                frame = _aggregate(spark, plan.maintenance)
             else:
                 frame = spark.sql(plan.temporal.sql)
                 if bounds:
@@ -384,10 +426,12 @@ def build_dataflow(
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
     columns = tuple(c for c in frame.columns if c not in (TIME, DIFF))
+    # Joins and set operations hold their output until the watermark passes its time.
+    held = strategy in (Strategy.JOIN, Strategy.SET)
     return BuiltDataflow(
         frame=frame,
         columns=columns,
         data_ddl=ddl_of(frame.schema),
-        stateful=bool(bounds),
+        stateful=bool(bounds) or held,
         plan=plan,
     )

@@ -9,10 +9,11 @@ rows (the relation :data:`~dataflow_operator.core.join.JOINED`):
   ``__time``, ``__diff``, grouped into :data:`~dataflow_operator.runtime.build.BUCKETS`
   state keys by the key's hash, so that work is partitioned by key;
 - :class:`ArrangedJoin` keeps, per join key, each side's rows with their multiplicities
-  (the *arrangement*, a ``MapState`` keyed by the key's JSON) and applies a batch's
-  updates per key in time order, emitting ``ΔL ⋈ R_old + L_old ⋈ ΔR + ΔL ⋈ ΔR`` at each
-  time, and for an outer join the null-extended rows of a side when the other side's
-  total multiplicity for the key goes from or to zero;
+  (the *arrangement*, a ``MapState`` keyed by the key's JSON) and joins each update with
+  the other side's rows (``ΔL ⋈ R_old + L_new ⋈ ΔR``: the same batch's changes of both
+  sides join once), at the later of the two times, and for an outer join emits the
+  null-extended rows of a side when the other side's total multiplicity for the key
+  goes from or to zero;
 - the joined rows are parsed back into typed columns, left then right.
 
 Rows travel as JSON (with microsecond timestamps) so that equal rows are equal strings
@@ -98,6 +99,7 @@ def joined_changelog(
     *,
     buckets: int,
     until: int | None,
+    in_time_order: bool = False,
 ) -> DataFrame | None:
     """The changelog of joined rows, or ``None`` if the keys' types cannot be matched.
 
@@ -105,6 +107,11 @@ def joined_changelog(
     ``__diff``). Updates at or past ``until`` never enter the join's state. The result
     has the left side's columns named ``joined_column(0, i)``, the right side's
     ``joined_column(1, i)``, then ``__time`` and ``__diff``.
+
+    With ``in_time_order`` each joined update is held until the watermark (the inputs'
+    frontier) reaches its time, so that no batch carries an update at a time before one
+    already emitted: what a downstream operator that applies updates in time order
+    (the aggregate's totals) needs. Without it updates come as soon as they are known.
     """
     tagged = [_tagged(0, left, plan.keys[0]), _tagged(1, right, plan.keys[1])]
     count = len(plan.keys[0])
@@ -138,10 +145,10 @@ def joined_changelog(
         ]
     )
     joined = arranged.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=ArrangedJoin(plan.preserves),
+        statefulProcessor=ArrangedJoin(plan.preserves, in_time_order=in_time_order),
         outputStructType=output,
         outputMode="Append",
-        timeMode="None",
+        timeMode="EventTime",
     )
     schemas = [
         T.StructType([f for f in side.schema.fields if f.name not in (TIME, DIFF)])
@@ -167,8 +174,12 @@ def joined_changelog(
     )
 
 
-Rows = dict[str, int]
-"""A side's rows for one key: row JSON → multiplicity (never 0)."""
+History = dict[str, dict[int, int]]
+"""A side's rows for one key: row JSON → {time: diff} (no zero diffs, no empty rows).
+
+Times at or below the watermark (the inputs' frontier) are merged into one: every update
+still to come is at a later time, so they are all "before" it alike.
+"""
 
 
 class ArrangedJoin(StatefulProcessor):
@@ -176,14 +187,52 @@ class ArrangedJoin(StatefulProcessor):
 
     Input (by position): ``__side, __key, __row, __time, __diff, __bucket``. Output:
     ``__lrow, __rrow, __time, __diff`` (a missing side is NULL: a null-extended row).
+
+    The two inputs are not in step: one side's update at time ``t`` may arrive after the
+    other side's updates at later times. So each row keeps its times until the watermark
+    passes them, a pair joins at the later of its two times, and an outer join's
+    null-extended rows are recomputed per key at each time from the first one a batch
+    changes (only the times not yet complete: those above the watermark).
     """
 
-    def __init__(self, preserves: tuple[bool, bool]) -> None:
+    def __init__(self, preserves: tuple[bool, bool], *, in_time_order: bool = False) -> None:
         self.preserves = preserves
+        self.in_time_order = in_time_order
 
     def init(self, handle: Any) -> None:
-        """Declare the state: per join key, the left and the right rows."""
+        """Declare the state: per join key, the left and the right rows; the held output."""
+        self.handle = handle
         self.arrangement = handle.getMapState("arrangement", "k STRING", "rows BINARY")
+        self.pending = handle.getMapState("pending", "t BIGINT", "rows BINARY")
+
+    def _emit(self, out: list[Joined], watermark: int) -> Iterator[pd.DataFrame]:
+        """``out`` now, or (``in_time_order``) once the watermark reaches each time."""
+        if self.in_time_order:
+            later: dict[int, list[Joined]] = {}
+            for update in out:
+                if update[2] > watermark:
+                    later.setdefault(update[2], []).append(update)
+            for time, updates in later.items():
+                stored = self.pending.getValue((time,))
+                held = pickle.loads(stored[0]) if stored else []
+                self.pending.updateValue((time,), (pickle.dumps(held + updates),))
+                self.handle.registerTimer(time)
+            out = [update for update in out if update[2] <= watermark]
+        if out:
+            yield pd.DataFrame(out, columns=range(4))
+
+    def handleExpiredTimer(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
+        expiredTimerInfo: Any,  # noqa: N803
+    ) -> Iterator[pd.DataFrame]:
+        """The watermark reached a held time: emit its joined updates."""
+        time = int(expiredTimerInfo.getExpiryTimeInMs())
+        stored = self.pending.getValue((time,))
+        if stored:
+            self.pending.removeKey((time,))
+            yield pd.DataFrame(pickle.loads(stored[0]), columns=range(4))
 
     def handleInputRows(  # noqa: N802 - Spark's name
         self,
@@ -191,10 +240,11 @@ class ArrangedJoin(StatefulProcessor):
         rows: Iterator[pd.DataFrame],
         timerValues: Any,  # noqa: N803 - Spark passes these by name
     ) -> Iterator[pd.DataFrame]:
-        """Apply the bucket's updates key by key, in time order; emit the joined changes."""
+        """Apply the bucket's updates key by key; emit the joined changes."""
         frames = [frame for frame in rows if not frame.empty]
         if not frames:
             return
+        watermark = int(timerValues.getCurrentWatermarkInMs())
         frame = pd.concat(frames, ignore_index=True).iloc[:, :5]
         frame.columns = [SIDE, KEY, ROW, TIME, DIFF]
         out: list[Joined] = []
@@ -205,71 +255,107 @@ class ArrangedJoin(StatefulProcessor):
                 out += [_extended(side, row, t, d) for row, t, d in _consolidated(mine)]
         keyed = frame[frame[KEY].notna()]
         if not keyed.empty:
-            changes = keyed.groupby([KEY, TIME, SIDE, ROW], sort=True)[DIFF].sum()
+            changes = keyed.groupby([KEY, SIDE, ROW, TIME], sort=True)[DIFF].sum()
             changes = changes[changes != 0]
             entries = zip(changes.index.tolist(), changes.to_numpy().tolist(), strict=True)
             for join_key, per_key in itertools.groupby(entries, key=lambda e: e[0][0]):
-                self._apply_key(join_key, per_key, out)
-        if out:
-            yield pd.DataFrame(out, columns=range(4))
+                updates = [(int(s), row, int(t), int(d)) for (_, s, row, t), d in per_key]
+                self._apply_key(join_key, updates, watermark, out)
+        yield from self._emit(out, watermark)
 
     def _apply_key(
         self,
         join_key: str,
-        changes: Iterator[tuple[tuple[str, int, int, str], int]],
+        updates: list[tuple[int, str, int, int]],
+        watermark: int,
         out: list[Joined],
     ) -> None:
         stored = self.arrangement.getValue((join_key,))
-        sides: tuple[Rows, Rows] = pickle.loads(stored[0]) if stored else ({}, {})
-        for time, at_time in itertools.groupby(changes, key=lambda e: e[0][1]):
-            deltas: tuple[Rows, Rows] = ({}, {})
-            for (_, _, side, row), diff in at_time:
-                deltas[int(side)][row] = int(diff)
-            self._step(sides, deltas, int(time), out)
+        sides: tuple[History, History] = pickle.loads(stored[0]) if stored else ({}, {})
+        outer = [side for side in (0, 1) if self.preserves[side]]
+        times: list[int] = []
+        before: dict[int, list[dict[str, int]]] = {}
+        if outer:
+            first = min(t for _, _, t, _ in updates)
+            times = sorted(
+                {t for _, _, t, _ in updates}
+                | {t for h in sides for row in h.values() for t in row if t >= first}
+            )
+            before = {side: _extended_at(sides, side, times) for side in outer}
+        for side, row, time, diff in updates:
+            for other, history in sides[1 - side].items():
+                pair = (row, other) if side == 0 else (other, row)
+                out += [(*pair, max(time, at), diff * d) for at, d in history.items()]
+            _add(sides[side], row, time, diff)
+        for side in outer:
+            after = _extended_at(sides, side, times)
+            previous: dict[str, int] = {}
+            for index, time in enumerate(times):
+                change = _difference(after[index], before[side][index])
+                for row, diff in _difference(change, previous).items():
+                    out.append(_extended(side, row, time, diff))
+                previous = change
+        for arranged in sides:
+            _compact(arranged, watermark)
         if sides[0] or sides[1]:
             self.arrangement.updateValue((join_key,), (pickle.dumps(sides),))
         else:
             self.arrangement.removeKey((join_key,))
 
-    def _step(
-        self, sides: tuple[Rows, Rows], deltas: tuple[Rows, Rows], time: int, out: list[Joined]
-    ) -> None:
-        """One key's changes at one time: ``ΔL ⋈ R_old + L_old ⋈ ΔR + ΔL ⋈ ΔR``, and
-        the null-extended rows that appear or disappear."""
-        left, right = sides
-        delta_left, delta_right = deltas
-        before = (sum(left.values()), sum(right.values()))
-        after = (before[0] + sum(delta_left.values()), before[1] + sum(delta_right.values()))
-        for lrow, ldiff in delta_left.items():
-            out += [(lrow, rrow, time, ldiff * count) for rrow, count in right.items()]
-        for rrow, rdiff in delta_right.items():
-            out += [(lrow, rrow, time, count * rdiff) for lrow, count in left.items()]
-            out += [(lrow, rrow, time, ldiff * rdiff) for lrow, ldiff in delta_left.items()]
-        other = (1, 0)
-        appearing: list[int] = []
-        for side in (0, 1):
-            if not self.preserves[side]:
-                continue
-            was_alone, is_alone = before[other[side]] == 0, after[other[side]] == 0
-            if was_alone and is_alone:
-                out += [_extended(side, row, time, d) for row, d in deltas[side].items()]
-            elif was_alone:
-                out += [_extended(side, row, time, -m) for row, m in sides[side].items()]
-            elif is_alone:
-                appearing.append(side)
-        for side in (0, 1):
-            rows = sides[side]
-            for row, diff in deltas[side].items():
-                total = rows.get(row, 0) + diff
-                if total:
-                    rows[row] = total
-                else:
-                    rows.pop(row, None)
-        for side in appearing:
-            out += [_extended(side, row, time, m) for row, m in sides[side].items()]
-
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _add(history: History, row: str, time: int, diff: int) -> None:
+    times = history.setdefault(row, {})
+    total = times.get(time, 0) + diff
+    if total:
+        times[time] = total
+    else:
+        times.pop(time, None)
+        if not times:
+            del history[row]
+
+
+def _compact(history: History, watermark: int) -> None:
+    """Merge each row's times at or below ``watermark`` into one, at ``watermark``."""
+    for row in list(history):
+        times = history[row]
+        old = [t for t in times if t <= watermark]
+        if len(old) > 1 or (old and old[0] != watermark):
+            total = sum(times.pop(t) for t in old)
+            if total:
+                times[watermark] = total
+            if not times:
+                del history[row]
+
+
+def _extended_at(
+    sides: tuple[History, History], side: int, times: list[int]
+) -> list[dict[str, int]]:
+    """At each of ``times``: ``side``'s rows (with counts) if the other side has no row
+    for the key then (its total multiplicity is 0), else none."""
+    result: list[dict[str, int]] = []
+    for time in times:
+        other = sum(d for h in sides[1 - side].values() for t, d in h.items() if t <= time)
+        if other:
+            result.append({})
+            continue
+        counts = {row: sum(d for t, d in h.items() if t <= time) for row, h in sides[side].items()}
+        result.append({row: n for row, n in counts.items() if n})
+    return result
+
+
+def _difference(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """``a − b`` per row, without zeros (negative counts kept)."""
+    result = dict(a)
+    for row, n in b.items():
+        total = result.get(row, 0) - n
+        if total:
+            result[row] = total
+        else:
+            result.pop(row, None)
+    return result
 
 
 def _extended(side: int, row: str, time: int, diff: int) -> Joined:
