@@ -101,10 +101,32 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "SELECT b + 1 AS a, COUNT(*) FROM events GROUP BY a",
         Strategy.GENERAL,
     ),
-    "join": ("SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a", Strategy.GENERAL),
-    "distinct": ("SELECT DISTINCT a FROM events", Strategy.GENERAL),
-    "min": ("SELECT a, MIN(b) FROM events GROUP BY a", Strategy.GENERAL),
-    "max": ("SELECT MAX(b) FROM events", Strategy.GENERAL),
+    "equi-join": ("SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a", Strategy.JOIN),
+    "non-equi join": ("SELECT e.a FROM events AS e JOIN users AS u ON e.a < u.a", Strategy.GENERAL),
+    "join then aggregate": (
+        "SELECT u.a, COUNT(*) FROM events AS e JOIN users AS u ON e.a = u.a GROUP BY u.a",
+        Strategy.JOIN,
+    ),
+    "join then max": (
+        "SELECT u.a, MAX(e.b) FROM events AS e JOIN users AS u ON e.a = u.a GROUP BY u.a",
+        Strategy.JOIN,
+    ),
+    "join then median": (
+        "SELECT u.a, MEDIAN(e.b) FROM events AS e JOIN users AS u ON e.a = u.a GROUP BY u.a",
+        Strategy.GENERAL,
+    ),
+    "join then global count": (
+        "SELECT COUNT(*) FROM events AS e JOIN users AS u ON e.a = u.a",
+        Strategy.GENERAL,
+    ),
+    "distinct": ("SELECT DISTINCT a FROM events", Strategy.SET),
+    "distinct over a join": (
+        "SELECT DISTINCT e.a FROM events AS e JOIN users AS u ON e.a = u.a",
+        Strategy.GENERAL,
+    ),
+    "min": ("SELECT a, MIN(b) FROM events GROUP BY a", Strategy.AGGREGATE),
+    "max": ("SELECT MAX(b) FROM events", Strategy.AGGREGATE),
+    "min distinct": ("SELECT a, MIN(DISTINCT b) FROM events GROUP BY a", Strategy.GENERAL),
     "count distinct": ("SELECT COUNT(DISTINCT b) FROM events", Strategy.GENERAL),
     "aggregate filter": ("SELECT COUNT(*) FILTER (WHERE b > 1) FROM events", Strategy.GENERAL),
     "anonymous aggregate": ("SELECT a, try_sum(b) FROM events GROUP BY a", Strategy.GENERAL),
@@ -125,8 +147,12 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "SELECT n FROM r",
         Strategy.GENERAL,
     ),
-    "union distinct": ("SELECT a FROM events UNION SELECT a FROM users", Strategy.GENERAL),
-    "except": ("SELECT a FROM events EXCEPT SELECT a FROM users", Strategy.GENERAL),
+    "union distinct": ("SELECT a FROM events UNION SELECT a FROM users", Strategy.SET),
+    "except": ("SELECT a FROM events EXCEPT SELECT a FROM users", Strategy.SET),
+    "union of three": (
+        "SELECT a FROM events UNION SELECT a FROM users UNION SELECT a FROM events",
+        Strategy.GENERAL,
+    ),
     "union all with an aggregate branch": (
         "SELECT a FROM events UNION ALL SELECT COUNT(*) FROM users",
         Strategy.GENERAL,
@@ -153,13 +179,15 @@ def test_classification(case: str) -> None:
     assert (plan.aggregate is not None) == (strategy is Strategy.AGGREGATE)
     for text in (plan.sql, plan.snapshot_sql):
         assert parse(text).sql("spark") == text
-    if strategy is Strategy.GENERAL:
+    assert (plan.join is not None) == (strategy is Strategy.JOIN)
+    assert (plan.multiset is not None) == (strategy is Strategy.SET)
+    if strategy in (Strategy.GENERAL, Strategy.JOIN, Strategy.SET):
         assert plan.sql == plan.snapshot_sql
 
 
 def test_general_sql_is_the_query_itself() -> None:
-    plan = classify("SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a", SOURCES)
-    assert plan.sql == "SELECT e.a FROM events AS e JOIN users AS u ON e.a = u.a"
+    plan = classify("SELECT e.a FROM events AS e JOIN users AS u ON e.a < u.a", SOURCES)
+    assert plan.sql == "SELECT e.a FROM events AS e JOIN users AS u ON e.a < u.a"
     assert plan.inputs == frozenset({"events", "users"})
 
 

@@ -122,7 +122,7 @@ def test_per_row_form_of_the_partial_aggregate() -> None:
     assert final.rstrip().endswith("WHERE __count > 0")
     assert "__time, __diff FROM" in final
     with pytest.raises(InvalidSql):
-        per_row_sql("SELECT k, max(x) FROM t GROUP BY k")
+        per_row_sql("SELECT k, avg(x) FROM t GROUP BY k")
 
 
 def test_one_line_errors_keep_the_innermost_python_error() -> None:

@@ -15,11 +15,24 @@ classifies what remains into one of three strategies:
 
 ``AGGREGATE``
     One source, GROUP BY plain expressions (or a global aggregate), with only
-    ``count(*)``, ``count(x)``, ``sum(x)`` and ``avg(x)``. See :class:`AggregatePlan`
-    for the two SQL statements and what the engine does between them.
+    ``count(*)``, ``count(x)``, ``sum(x)``, ``avg(x)``, ``min(x)`` and ``max(x)``. See
+    :class:`AggregatePlan` for the two SQL statements and what the engine does between
+    them.
+
+``JOIN``
+    A two-input equi-join (inner or outer) of sources or linear sub-selects of one
+    source, with row-wise SELECT and WHERE: see :mod:`dataflow_operator.core.join`.
+    :attr:`MaintenancePlan.join` is its shape; the engine resolves it against the sides'
+    columns and falls back to GENERAL when that fails (an ambiguous name).
+
+``SET``
+    ``SELECT DISTINCT`` over one source, and UNION / EXCEPT [ALL] / INTERSECT [ALL] of
+    two linear queries: per-row multiplicities, see :mod:`dataflow_operator.core.multiset`.
+    :attr:`MaintenancePlan.multiset` is its plan.
 
 ``GENERAL``
-    Anything else: joins, DISTINCT, min/max and other aggregates, window functions,
+    Anything else: other joins, other DISTINCT and set operations, min/max and other
+    aggregates, window functions,
     LIMIT, subqueries, CTEs and WITH RECURSIVE, set operations other than UNION ALL of
     linear queries. At each time the engine recomputes :attr:`MaintenancePlan.sql` over
     the *consolidated* inputs (each relation's rows with the sum of their diffs up to that
@@ -47,6 +60,8 @@ from functools import lru_cache
 from sqlglot import exp
 
 from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.core.join import JOINED, JoinShape, join_shape
+from dataflow_operator.core.multiset import MultisetPlan, multiset_shape
 from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.sql_shape import (
     DIFF,
@@ -83,6 +98,7 @@ __all__ = [
     "check_query",
     "classify",
     "old_column",
+    "plan_over_joined",
     "plan_query",
 ]
 
@@ -104,12 +120,14 @@ class Strategy(enum.Enum):
 
     LINEAR = "linear"
     AGGREGATE = "aggregate"
+    JOIN = "join"
+    SET = "set"
     GENERAL = "general"
 
 
 @dataclass(frozen=True, slots=True)
 class AggregatePlan:
-    """The diff-weighted form of a GROUP BY query with count/sum/avg.
+    """The diff-weighted form of a GROUP BY query with count/sum/avg/min/max.
 
     What the engine does:
 
@@ -124,6 +142,11 @@ class AggregatePlan:
        ``__sum_0``, …, ``__count``) and before (named by :func:`old_column`:
        ``__old_sum_0``, …, ``__old_count``; zeros for a group not seen before). Drop a
        group's state when its ``__count`` returns to 0 (but keep a global aggregate's).
+       A column whose :attr:`kinds` entry is ``min`` or ``max`` is not a sum: its partial
+       is the row's value (the partial SQL's ``MIN(x)``/``MAX(x)``, evaluated per row, with
+       the row's diff in ``__count``); the state keeps the multiset of those values (value
+       → count, NULLs left out) and the column's total is its least or greatest value with
+       a positive count (NULL when none), so retracting the minimum reveals the next one.
     3. Run :attr:`transitions_sql` over the transition rows as the relation
        ``__mz_transitions``: it is row-wise (no aggregation, fine on a stream) and yields
        the output changelog — the query's columns, ``__time``, ``__diff`` — retracting
@@ -150,6 +173,8 @@ class AggregatePlan:
         compare=False, repr=False
     )
     """What :attr:`transitions_sql` is rendered from (outputs, conditions, state)."""
+    kinds: tuple[str, ...] = ()
+    """Per column of :attr:`sums`: ``sum``, ``min`` or ``max`` (empty: all ``sum``)."""
 
     @property
     def transitions_sql(self) -> str:
@@ -173,6 +198,8 @@ class MaintenancePlan:
     - ``inputs``: the relation names the stage reads (lower case): sources, and
       ``__mz_filtered`` for the outer stage of a temporal query.
     - ``aggregate``: set for AGGREGATE only.
+    - ``join``: set for JOIN only; ``sql`` is then the query itself, as for GENERAL.
+    - ``multiset``: set for SET only; ``sql`` is then the query itself.
     """
 
     strategy: Strategy
@@ -180,6 +207,8 @@ class MaintenancePlan:
     snapshot_sql: str
     inputs: frozenset[str]
     aggregate: AggregatePlan | None = None
+    join: JoinShape | None = None
+    multiset: MultisetPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +304,42 @@ def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
         if aggregate is not None:
             partial_sql, plan = aggregate
             return MaintenancePlan(Strategy.AGGREGATE, partial_sql, snapshot, inputs, plan)
+    join = join_shape(tree, ctes)
+    if join is not None and (not join.aggregate or _aggregates_joined_rows(join)):
+        return MaintenancePlan(Strategy.JOIN, snapshot, snapshot, inputs, join=join)
+    multiset = multiset_shape(tree) if not ctes else None
+    if multiset is not None:
+        return MaintenancePlan(Strategy.SET, snapshot, snapshot, inputs, multiset=multiset)
     return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs)
+
+
+def plan_over_joined(sql: str) -> MaintenancePlan | None:
+    """The AGGREGATE plan of a join's aggregation (:attr:`JoinPlan.output_sql
+    <dataflow_operator.core.join.JoinPlan.output_sql>` with ``aggregate``) over the
+    joined rows, or ``None`` if it is not one with GROUP BY (then recompute the query)."""
+    parsed = parse_sql(sql, [JOINED])
+    plan = _classify(unwrap(parsed.tree.copy()), parsed.relations)
+    if plan.aggregate is None or plan.aggregate.global_aggregate:
+        return None
+    return plan
+
+
+def _aggregates_joined_rows(join: JoinShape) -> bool:
+    """Whether a join's aggregation is a GROUP BY with count/sum/avg (which side each
+    column comes from does not matter for that)."""
+    probe = join.query.copy()
+    probe.set("joins", None)
+    set_from_table(probe, exp.to_table(JOINED))
+
+    def unqualified(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.table:
+            return exp.Column(this=node.this.copy())
+        return node
+
+    unqualified_probe = probe.transform(unqualified)
+    assert isinstance(unqualified_probe, exp.Select)
+    found = _aggregate_plan(unqualified_probe, frozenset())
+    return found is not None and not found[1].global_aggregate
 
 
 # --- AGGREGATE ------------------------------------------------------------------------
@@ -352,6 +416,7 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
         final_sql=render(final),
         global_aggregate=group is None,
         transitions=(tuple(outputs), tuple(conditions), state),
+        kinds=tuple(builder.kinds) if any(k != "sum" for k in builder.kinds) else (),
     )
     return render(partial), plan
 
@@ -489,6 +554,7 @@ class _AggregateBuilder:
     def __init__(self, keys: list[exp.Expr]) -> None:
         self._keys = [normalized(key) for key in keys]
         self.partials: list[tuple[str, exp.Expr]] = []
+        self.kinds: list[str] = []
         self._by_sql: dict[str, str] = {}
 
     def output(self, item: exp.Expr) -> exp.Expr:
@@ -517,13 +583,16 @@ class _AggregateBuilder:
         return node
 
     def _aggregate(self, node: exp.Expr) -> exp.Expr:
-        if not isinstance(node, exp.Count | exp.Sum | exp.Avg):
+        if not isinstance(node, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
             raise _NotSupported
         argument = node.this
         if node.expressions or argument is None or isinstance(argument, exp.Distinct):
             raise _NotSupported
         if any(is_aggregate(n) or is_mz_now(n) for n in argument.walk()):
             raise _NotSupported
+        if isinstance(node, exp.Min | exp.Max):
+            kind = "min" if isinstance(node, exp.Min) else "max"
+            return self._partial(exp.func(kind.upper(), argument.copy()), kind)
         count = self._count(argument)
         if isinstance(node, exp.Count):
             return count
@@ -532,14 +601,16 @@ class _AggregateBuilder:
             return _null_if_zero(count, total)
         return _null_if_zero(count, exp.Div(this=total, expression=count.copy()))
 
-    def _partial(self, expression: exp.Expr) -> exp.Column:
-        """The state column accumulating the diff-weighted partial sum ``expression``."""
+    def _partial(self, expression: exp.Expr, kind: str = "sum") -> exp.Column:
+        """The state column accumulating the diff-weighted partial sum ``expression``
+        (or, for ``min``/``max``, the multiset of the rows' values)."""
         text = render(expression)
         name = self._by_sql.get(text)
         if name is None:
             name = f"{SUM_PREFIX}{len(self.partials)}"
             self._by_sql[text] = name
             self.partials.append((name, expression))
+            self.kinds.append(kind)
         return exp.column(name)
 
     def _count(self, argument: exp.Expr) -> exp.Column:

@@ -14,8 +14,9 @@ How a dataflow runs (one query per dataflow, Spark's own machinery throughout):
 - :mod:`.build`: the core plans the SQL (:func:`dataflow_operator.core.incremental.plan_query`);
   an event-time watermark on each source's batch time (fed by a heartbeat row per batch)
   is the inputs' frontier; temporal filters run in :mod:`.temporal_filter`, GROUP BY
-  count/sum/avg in :mod:`.aggregate` (both ``transformWithStateInPandas``), everything
-  else by recompute-and-diff (:mod:`.general`).
+  count/sum/avg in :mod:`.aggregate`, equi-joins in :mod:`.join`, DISTINCT and set
+  operations in :mod:`.multiset` (all ``transformWithStateInPandas``), everything else
+  by recompute-and-diff (:mod:`.general`).
 - :mod:`.running`: the query's sink writes each batch's updates and the new upper to the
   dataflow's changelog directory (:mod:`.changelog_store`), which downstream dataflows
   read, MaterializedViews use as their sink and Index peeks consolidate.

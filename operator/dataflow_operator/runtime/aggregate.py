@@ -37,14 +37,15 @@ def per_row_sql(partial_sql: str) -> str:
     """``SELECT k, __time, SUM(e) …  GROUP BY k, __time`` as ``SELECT k, __time, e …``.
 
     Every aggregate of the partial form is a SUM of a per-row expression (the core writes
-    it so), so the per-row terms, summed per group and time, give the partial sums.
+    it so), so the per-row terms, summed per group and time, give the partial sums; or a
+    MIN/MAX, whose per-row value :class:`GroupTotals` counts with the row's diff.
     """
     tree = parse_one(partial_sql, read="spark")
     tree.set("group", None)
     for node in list(tree.find_all(exp.AggFunc)):
-        if not isinstance(node, exp.Sum):
+        if not isinstance(node, exp.Sum | exp.Min | exp.Max):
             raise InvalidSql(
-                f"the partial aggregate {node.sql(dialect='spark')} is not a SUM",
+                f"the partial aggregate {node.sql(dialect='spark')} is not a SUM, MIN or MAX",
                 field="spec.sql",
             )
         node.replace(node.this)
@@ -66,11 +67,37 @@ class GroupTotals(StatefulProcessor):
     Input (by position): ``keys…, __time, sums…, __count, __bucket``. Output: ``keys…,
     sums…, __count, __time, __diff`` (a group's zero totals before it existed are not
     emitted: they map to no output row).
+
+    ``kinds`` says, per column of sums, ``sum`` (the default) or ``min``/``max``: such a
+    column's input is each row's value, and its total the multiset of values (value →
+    count) whose least or greatest with a positive count is emitted (NULL if none).
+
+    ``integral_keys`` says which key columns are integers: pandas hands such a column
+    over as floats when the batch has a NULL in it (``1.0``, ``NaN``), and a group must
+    be the same state key in every batch (``1``; ``None`` for NULL).
     """
 
-    def __init__(self, keys: int, sums: int) -> None:
+    def __init__(
+        self,
+        keys: int,
+        sums: int,
+        integral_keys: tuple[bool, ...] = (),
+        kinds: tuple[str, ...] = (),
+    ) -> None:
         self.keys = keys
         self.sums = sums
+        self.integral_keys = integral_keys or (False,) * keys
+        self.kinds = (*(kinds or ("sum",) * sums), "sum")  # the last total is __count
+
+    def _group(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(
+            None
+            if value is None or (isinstance(value, float) and pd.isna(value) and integral)
+            else int(value)
+            if integral
+            else value
+            for value, integral in zip(values, self.integral_keys, strict=True)
+        )
 
     def init(self, handle: Any) -> None:
         """Declare the state: totals by group."""
@@ -89,27 +116,31 @@ class GroupTotals(StatefulProcessor):
         frame = pd.concat(frames, ignore_index=True)
         k, m = self.keys, self.sums
         values = frame.iloc[:, : k + 1 + m + 1]
-        partials: dict[tuple[Any, ...], dict[int, list[Any]]] = {}
+        # By the group's pickled form: equal groups are equal bytes (a float NaN is not
+        # equal to itself, so tuples holding one never match as dictionary keys).
+        partials: dict[bytes, dict[int, list[Any]]] = {}
         for row in values.itertuples(index=False, name=None):
-            group, time, amounts = row[:k], int(row[k]), row[k + 1 :]
-            per_time = partials.setdefault(tuple(group), {})
+            group, time = self._group(row[:k]), int(row[k])
+            amounts = self._amounts(row[k + 1 :])
+            per_time = partials.setdefault(pickle.dumps(group), {})
             current = per_time.get(time)
-            per_time[time] = (
-                list(amounts)
-                if current is None
-                else [_add(a, b) for a, b in zip(current, amounts, strict=True)]
-            )
+            per_time[time] = amounts if current is None else self._combine(current, amounts)
         out: list[tuple[Any, ...]] = []
-        for group, per_time in partials.items():
-            state_key = (pickle.dumps(group),)
+        for pickled, per_time in partials.items():
+            group = pickle.loads(pickled)
+            state_key = (pickled,)
             stored = self.totals.getValue(state_key)
-            totals: list[Any] = pickle.loads(stored[0]) if stored else [0] * (m + 1)
+            totals: list[Any] = (
+                pickle.loads(stored[0])
+                if stored
+                else [{} if kind != "sum" else 0 for kind in self.kinds]
+            )
             for time in sorted(per_time):
-                after = [_add(a, b) for a, b in zip(totals, per_time[time], strict=True)]
+                after = self._combine(totals, per_time[time])
                 if totals[-1] != 0:
-                    out.append((*group, *totals, time, -1))
+                    out.append((*group, *self._values(totals), time, -1))
                 if after[-1] != 0:
-                    out.append((*group, *after, time, 1))
+                    out.append((*group, *self._values(after), time, 1))
                 totals = after
             if totals[-1] == 0:
                 self.totals.removeKey(state_key)
@@ -117,6 +148,43 @@ class GroupTotals(StatefulProcessor):
                 self.totals.updateValue(state_key, (pickle.dumps(totals),))
         if out:
             yield pd.DataFrame(out, columns=range(len(out[0])))
+
+    def _amounts(self, row: tuple[Any, ...]) -> list[Any]:
+        """One input row's contribution per total: its partial sums, and for a min/max
+        column its value counted with the row's diff (the last column, ``__count``)."""
+        diff = row[-1]
+        return [
+            value
+            if kind == "sum"
+            else ({} if value is None or pd.isna(value) else {value: int(diff)})
+            for value, kind in zip(row, self.kinds, strict=True)
+        ]
+
+    def _combine(self, totals: list[Any], amounts: list[Any]) -> list[Any]:
+        combined: list[Any] = []
+        for total, amount, kind in zip(totals, amounts, self.kinds, strict=True):
+            if kind == "sum":
+                combined.append(_add(total, amount))
+                continue
+            values = dict(total)
+            for value, count in amount.items():
+                values[value] = values.get(value, 0) + count
+                if not values[value]:
+                    del values[value]
+            combined.append(values)
+        return combined
+
+    def _values(self, totals: list[Any]) -> list[Any]:
+        """The totals as emitted: sums as they are, a min/max column's current extreme."""
+        result: list[Any] = []
+        for total, kind in zip(totals, self.kinds, strict=True):
+            if kind == "sum":
+                result.append(total)
+            else:
+                present = [value for value, count in total.items() if count > 0]
+                pick = min if kind == "min" else max
+                result.append(pick(present) if present else None)
+        return result
 
     def close(self) -> None:
         """Nothing to release."""

@@ -5,8 +5,9 @@ this module wires it onto Spark: each source becomes a streaming changelog
 (:mod:`.source_reader`) with an event-time watermark on its batch time, the SQL runs over
 those streams, the temporal bounds become ``[__lower, __upper)`` and the temporal filter
 runs as a ``transformWithStateInPandas`` operator (:mod:`.temporal_filter`). AGGREGATE
-queries keep their groups' totals in Spark state too (:mod:`.aggregate`); GENERAL ones
-are recomputed per changed time and diffed (:mod:`.general`).
+queries keep their groups' totals in Spark state too (:mod:`.aggregate`), equi-joins
+their inputs' arrangements (:mod:`.join`); GENERAL ones are recomputed per changed time
+and diffed (:mod:`.general`).
 """
 
 from __future__ import annotations
@@ -27,14 +28,19 @@ from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.incremental import (
     COUNT,
     GROUPS,
+    MaintenancePlan,
     QueryPlan,
     Strategy,
+    plan_over_joined,
     plan_query,
 )
+from dataflow_operator.core.join import JOINED
 from dataflow_operator.core.temporal import TemporalBound
 from dataflow_operator.runtime.aggregate import GroupTotals, final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.general import Recompute, inputs_changelog
+from dataflow_operator.runtime.join import joined_changelog
+from dataflow_operator.runtime.multiset import multiset_changelog
 from dataflow_operator.runtime.source_reader import (
     BATCH_TIME,
     HEARTBEAT,
@@ -209,12 +215,12 @@ def _apply_bounds(
     )
 
 
-def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
+def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
     """The AGGREGATE strategy over the registered inputs: totals in state, transitions out."""
-    aggregate = plan.maintenance.aggregate
+    aggregate = plan.aggregate
     assert aggregate is not None
-    partial = spark.sql(plan.maintenance.sql)  # for the partial sums' types only
-    per_row = spark.sql(per_row_sql(plan.maintenance.sql))
+    partial = spark.sql(plan.sql)  # for the partial sums' types only
+    per_row = spark.sql(per_row_sql(plan.sql))
     per_row = per_row.select(
         *[
             F.col(f"`{field.name}`").cast(field.dataType).alias(field.name)
@@ -235,7 +241,12 @@ def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
     bucket = F.pmod(F.hash(*key_columns), F.lit(BUCKETS)) if key_columns else F.lit(0)
     groups = per_row.withColumn(BUCKET, bucket.cast("int"))
     groups = groups.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=GroupTotals(len(keys), len(aggregate.sums)),
+        statefulProcessor=GroupTotals(
+            len(keys),
+            len(aggregate.sums),
+            tuple(isinstance(k.dataType, T.IntegralType) for k in keys),
+            aggregate.kinds,
+        ),
         outputStructType=output,
         outputMode="Append",
         timeMode="None",
@@ -245,6 +256,84 @@ def _aggregate(spark: SparkSession, plan: QueryPlan) -> DataFrame:
         return spark.sql(final_changelog_sql(aggregate.final_sql))
     finally:
         spark.catalog.dropTempView(GROUPS)
+
+
+def _snapshot_schema(spark: SparkSession, plan: QueryPlan) -> T.StructType:
+    """The query's output schema over its inputs' data columns (a star over the streams
+    would also pick up ``__time`` and ``__diff``)."""
+    streams = {name: spark.table(name) for name in sorted(plan.maintenance.inputs)}
+    try:
+        for name, stream in streams.items():
+            fields = [f for f in stream.schema.fields if f.name not in (TIME, DIFF)]
+            spark.createDataFrame([], T.StructType(fields)).createOrReplaceTempView(name)
+        return spark.sql(plan.maintenance.snapshot_sql).schema
+    finally:
+        for name, stream in streams.items():
+            stream.createOrReplaceTempView(name)
+
+
+def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame | None:
+    """The JOIN strategy over the registered inputs, or ``None`` where it does not apply
+    (a column name the sides' schemas cannot resolve, keys of unmatched types).
+
+    A join with GROUP BY feeds its joined rows, as the relation ``__mz_joined``, to the
+    AGGREGATE strategy's state (:mod:`.aggregate`)."""
+    shape = plan.maintenance.join
+    assert shape is not None
+    sides = [spark.sql(side.sql) for side in shape.sides]
+    columns = [[c for c in side.columns if c not in (TIME, DIFF)] for side in sides]
+    resolved = shape.resolve(columns[0], columns[1])
+    if resolved is None:
+        return None
+    # The sides are not in step; what reads the output (the aggregate's totals, another
+    # dataflow's operators) applies updates in time order.
+    joined = joined_changelog(
+        resolved,
+        sides[0],
+        sides[1],
+        buckets=BUCKETS,
+        until=until,
+        in_time_order=True,
+    )
+    if joined is None:
+        return None
+    aggregation = plan_over_joined(resolved.output_sql) if resolved.aggregate else None
+    if resolved.aggregate and aggregation is None:
+        return None
+    output = _snapshot_schema(spark, plan)
+    joined.createOrReplaceTempView(JOINED)
+    try:
+        if aggregation is not None:
+            frame = _aggregate(spark, aggregation)  # its groups' totals over the joined rows
+        else:
+            frame = spark.sql(resolved.output_sql)
+    finally:
+        spark.catalog.dropTempView(JOINED)
+    return _as_output(frame, output)
+
+
+def _as_output(frame: DataFrame, output: T.StructType) -> DataFrame:
+    """``frame`` (data columns, ``__time``, ``__diff``) with Spark's own names and types
+    for the query's output, by position (names may repeat)."""
+    positions = [f"__c{i}" for i in range(len(output.fields))]
+    frame = frame.toDF(*positions, TIME, DIFF)
+    return frame.select(
+        *[
+            F.col(p).cast(f.dataType).alias(f.name)
+            for p, f in zip(positions, output.fields, strict=True)
+        ],
+        F.col(TIME),
+        F.col(DIFF),
+    )
+
+
+def _multiset(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame:
+    """The SET strategy (DISTINCT, set operations) over the registered inputs."""
+    multiset = plan.maintenance.multiset
+    assert multiset is not None
+    inputs = [spark.sql(sql) for sql in multiset.inputs]
+    frame = multiset_changelog(multiset, inputs, buckets=BUCKETS, until=until)
+    return _as_output(frame, _snapshot_schema(spark, plan))
 
 
 def _general(
@@ -318,10 +407,15 @@ def build_dataflow(
                 inner = spark.sql(plan.temporal.inner_sql)
                 filtered = _apply_bounds(inner, bounds, until, previous_until)
                 filtered.createOrReplaceTempView(FILTERED)
-            if strategy is Strategy.GENERAL:
+            joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
+            if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
                 return _general(spark, plan, bounds, work_dir)
-            if strategy is Strategy.AGGREGATE:
-                frame = _aggregate(spark, plan)
+            if joined is not None:
+                frame = joined
+            elif strategy is Strategy.SET:
+                frame = _multiset(spark, plan, until)
+            elif strategy is Strategy.AGGREGATE:
+                frame = _aggregate(spark, plan.maintenance)
             else:
                 frame = spark.sql(plan.temporal.sql)
                 if bounds:
@@ -332,10 +426,12 @@ def build_dataflow(
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
     columns = tuple(c for c in frame.columns if c not in (TIME, DIFF))
+    # Joins and set operations hold their output until the watermark passes its time.
+    held = strategy in (Strategy.JOIN, Strategy.SET)
     return BuiltDataflow(
         frame=frame,
         columns=columns,
         data_ddl=ddl_of(frame.schema),
-        stateful=bool(bounds),
+        stateful=bool(bounds) or held,
         plan=plan,
     )

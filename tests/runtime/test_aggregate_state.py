@@ -1,0 +1,47 @@
+"""The aggregate's group totals (:class:`GroupTotals`) without Spark."""
+
+from __future__ import annotations
+
+import pandas as pd
+from tests.runtime.test_join_state import FakeHandle
+
+from dataflow_operator.runtime.aggregate import GroupTotals
+
+
+def _transitions(totals: GroupTotals, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    # keys…, __time, sums…, __count, __bucket — as Spark hands them to pandas
+    frames = list(totals.handleInputRows((0,), iter([pd.DataFrame(rows)]), None))
+    return [
+        tuple(None if pd.isna(v) else v for v in r)
+        for f in frames
+        for r in f.itertuples(index=False)
+    ]
+
+
+def test_an_integer_group_is_one_group_whether_or_not_its_batch_has_a_null() -> None:
+    totals = GroupTotals(keys=1, sums=0, integral_keys=(True,))
+    totals.init(FakeHandle())
+    # With a NULL key in the batch, pandas makes the integer column floats (1.0, NaN).
+    first = _transitions(totals, [(1.0, 5, 1, 0), (float("nan"), 5, 1, 0), (float("nan"), 6, 1, 0)])
+    assert first == [(1, 1, 5, 1), (None, 1, 5, 1), (None, 1, 6, -1), (None, 2, 6, 1)]
+    # The next batch has no NULL: plain integers, the same group as before.
+    assert _transitions(totals, [(1, 7, 1, 0)]) == [(1, 1, 7, -1), (1, 2, 7, 1)]
+
+
+def test_retracting_the_minimum_reveals_the_next_one() -> None:
+    # keys: 1; columns: key, __time, min(x), max(x), __count (per row: x, x, diff)
+    totals = GroupTotals(keys=1, sums=2, kinds=("min", "max"))
+    totals.init(FakeHandle())
+    assert _transitions(totals, [("a", 1, 5, 5, 1, 0), ("a", 1, 3, 3, 1, 0)]) == [
+        ("a", 3, 5, 2, 1, 1)
+    ]
+    # The minimum 3 goes, a NULL value comes: the next minimum is 5, the count 2.
+    assert _transitions(totals, [("a", 2, 3, 3, -1, 0), ("a", 2, None, None, 1, 0)]) == [
+        ("a", 3, 5, 2, 2, -1),
+        ("a", 5, 5, 2, 2, 1),
+    ]
+    # Only the NULL is left: no value to be the minimum.
+    assert _transitions(totals, [("a", 3, 5, 5, -1, 0)]) == [
+        ("a", 5, 5, 2, 3, -1),
+        ("a", None, None, 1, 3, 1),
+    ]
