@@ -3,9 +3,12 @@ differentially against Spark's batch query (the harness of the join tests)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from tests.runtime.test_incremental_join import check_joins
 
@@ -26,3 +29,10 @@ SETS = {
 @pytest.mark.parametrize("seed", [3, 2024])
 def test_set_operations_match_spark(spark: SparkSession, tmp_path: Path, seed: int) -> None:
     check_joins(spark, tmp_path, seed, queries=SETS, strategy=Strategy.SET)
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_set_operations_match_spark_on_random_changes(spark: SparkSession, seed: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="sets-") as directory:
+        check_joins(spark, Path(directory), seed, batches=3, queries=SETS, strategy=Strategy.SET)
