@@ -127,7 +127,11 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
     "min": ("SELECT a, MIN(b) FROM events GROUP BY a", Strategy.AGGREGATE),
     "max": ("SELECT MAX(b) FROM events", Strategy.AGGREGATE),
     "min distinct": ("SELECT a, MIN(DISTINCT b) FROM events GROUP BY a", Strategy.GENERAL),
-    "count distinct": ("SELECT COUNT(DISTINCT b) FROM events", Strategy.GENERAL),
+    "count distinct": ("SELECT a, COUNT(DISTINCT b) FROM events GROUP BY a", Strategy.AGGREGATE),
+    "count distinct of two": (
+        "SELECT a, COUNT(DISTINCT b, c) FROM events GROUP BY a",
+        Strategy.GENERAL,
+    ),
     "aggregate filter": ("SELECT COUNT(*) FILTER (WHERE b > 1) FROM events", Strategy.GENERAL),
     "anonymous aggregate": ("SELECT a, try_sum(b) FROM events GROUP BY a", Strategy.GENERAL),
     "window": ("SELECT a, ROW_NUMBER() OVER (ORDER BY b) FROM events", Strategy.GENERAL),

@@ -45,3 +45,14 @@ def test_retracting_the_minimum_reveals_the_next_one() -> None:
         ("a", 5, 5, 2, 3, -1),
         ("a", None, None, 1, 3, 1),
     ]
+
+
+def test_count_distinct_counts_the_values_present() -> None:
+    # columns: key, __time, count(DISTINCT x) carrier (x), __count (per row: x, diff)
+    totals = GroupTotals(keys=1, sums=1, kinds=("count_distinct",))
+    totals.init(FakeHandle())
+    rows = [("a", 1, "x", 1, 0), ("a", 1, "x", 1, 0), ("a", 1, "y", 1, 0), ("a", 1, None, 1, 0)]
+    assert _transitions(totals, rows) == [("a", 2, 4, 1, 1)]
+    # One "x" of two goes: still two values; then the "y" goes: one.
+    assert _transitions(totals, [("a", 2, "x", -1, 0)]) == [("a", 2, 4, 2, -1), ("a", 2, 3, 2, 1)]
+    assert _transitions(totals, [("a", 3, "y", -1, 0)]) == [("a", 2, 3, 3, -1), ("a", 1, 2, 3, 1)]

@@ -15,7 +15,7 @@ classifies what remains into one of three strategies:
 
 ``AGGREGATE``
     One source, GROUP BY plain expressions (or a global aggregate), with only
-    ``count(*)``, ``count(x)``, ``sum(x)``, ``avg(x)``, ``min(x)`` and ``max(x)``. See
+    ``count(*)``, ``count(x)``, ``count(DISTINCT x)``, ``sum``, ``avg``, ``min`` and ``max``. See
     :class:`AggregatePlan` for the two SQL statements and what the engine does between
     them.
 
@@ -146,7 +146,9 @@ class AggregatePlan:
        is the row's value (the partial SQL's ``MIN(x)``/``MAX(x)``, evaluated per row, with
        the row's diff in ``__count``); the state keeps the multiset of those values (value
        → count, NULLs left out) and the column's total is its least or greatest value with
-       a positive count (NULL when none), so retracting the minimum reveals the next one.
+       a positive count (NULL when none), so retracting the minimum reveals the next one;
+       for ``count_distinct`` (``count(DISTINCT x)``, partial ``MIN(x)``) it is the
+       number of values with a positive count (a BIGINT).
     3. Run :attr:`transitions_sql` over the transition rows as the relation
        ``__mz_transitions``: it is row-wise (no aggregation, fine on a stream) and yields
        the output changelog — the query's columns, ``__time``, ``__diff`` — retracting
@@ -174,7 +176,8 @@ class AggregatePlan:
     )
     """What :attr:`transitions_sql` is rendered from (outputs, conditions, state)."""
     kinds: tuple[str, ...] = ()
-    """Per column of :attr:`sums`: ``sum``, ``min`` or ``max`` (empty: all ``sum``)."""
+    """Per column of :attr:`sums`: ``sum``, ``min``, ``max`` or ``count_distinct``
+    (empty: all ``sum``)."""
 
     @property
     def transitions_sql(self) -> str:
@@ -586,6 +589,8 @@ class _AggregateBuilder:
         if not isinstance(node, exp.Count | exp.Sum | exp.Avg | exp.Min | exp.Max):
             raise _NotSupported
         argument = node.this
+        if isinstance(node, exp.Count) and isinstance(argument, exp.Distinct):
+            return self._count_distinct(argument)
         if node.expressions or argument is None or isinstance(argument, exp.Distinct):
             raise _NotSupported
         if any(is_aggregate(n) or is_mz_now(n) for n in argument.walk()):
@@ -601,10 +606,19 @@ class _AggregateBuilder:
             return _null_if_zero(count, total)
         return _null_if_zero(count, exp.Div(this=total, expression=count.copy()))
 
+    def _count_distinct(self, distinct: exp.Distinct) -> exp.Column:
+        """count(DISTINCT x): the number of values of the group's multiset of ``x``."""
+        if distinct.args.get("on") or len(distinct.expressions) != 1:
+            raise _NotSupported
+        (argument,) = distinct.expressions
+        if any(is_aggregate(n) or is_mz_now(n) for n in argument.walk()):
+            raise _NotSupported
+        return self._partial(exp.func("MIN", argument.copy()), "count_distinct")
+
     def _partial(self, expression: exp.Expr, kind: str = "sum") -> exp.Column:
         """The state column accumulating the diff-weighted partial sum ``expression``
-        (or, for ``min``/``max``, the multiset of the rows' values)."""
-        text = render(expression)
+        (or, for ``min``/``max``/``count_distinct``, the multiset of the rows' values)."""
+        text = f"{kind}:{render(expression)}"
         name = self._by_sql.get(text)
         if name is None:
             name = f"{SUM_PREFIX}{len(self.partials)}"

@@ -68,9 +68,10 @@ class GroupTotals(StatefulProcessor):
     sums…, __count, __time, __diff`` (a group's zero totals before it existed are not
     emitted: they map to no output row).
 
-    ``kinds`` says, per column of sums, ``sum`` (the default) or ``min``/``max``: such a
-    column's input is each row's value, and its total the multiset of values (value →
-    count) whose least or greatest with a positive count is emitted (NULL if none).
+    ``kinds`` says, per column of sums, ``sum`` (the default) or ``min``/``max``/
+    ``count_distinct``: such a column's input is each row's value, and its total the
+    multiset of values (value → count) whose least or greatest with a positive count is
+    emitted (NULL if none), or how many values have a positive count.
 
     ``integral_keys`` says which key columns are integers: pandas hands such a column
     over as floats when the batch has a NULL in it (``1.0``, ``NaN``), and a group must
@@ -180,6 +181,8 @@ class GroupTotals(StatefulProcessor):
         for total, kind in zip(totals, self.kinds, strict=True):
             if kind == "sum":
                 result.append(total)
+            elif kind == "count_distinct":
+                result.append(sum(1 for count in total.values() if count > 0))
             else:
                 present = [value for value, count in total.items() if count > 0]
                 pick = min if kind == "min" else max

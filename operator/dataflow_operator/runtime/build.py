@@ -228,7 +228,12 @@ def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
         ]
     )
     keys = [partial.schema[k] for k in aggregate.keys]
-    sums = [partial.schema[name] for name in (*aggregate.sums, COUNT)]
+    kinds = aggregate.kinds or ("sum",) * len(aggregate.sums)
+    sums = [
+        T.StructField(name, T.LongType()) if kind == "count_distinct" else partial.schema[name]
+        for name, kind in zip(aggregate.sums, kinds, strict=True)
+    ]
+    sums.append(partial.schema[COUNT])
     output = T.StructType(
         [
             *keys,
