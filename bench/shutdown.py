@@ -2,9 +2,12 @@
 
 For each scenario — (a) a triple cross join of ``--rows``-row inputs, (b) a
 ``--snapshot-rows``-row table snapshot, (c) a divergent ``WITH RECURSIVE`` with the
-recursion limits at -1 — one engine runs the heavy dataflow beside a sibling
-temporal-filter dataflow (stepping one day per step), drops the heavy one while its tasks
-run, and prints:
+recursion limits at -1, and (d) two theta left joins over one input's distinct rows,
+nested-loop joins that only their fuses stop — one engine runs the heavy dataflow beside
+a sibling temporal-filter dataflow (stepping one day per step), waits until the sibling
+has hydrated (its first batches start Python workers and compile code for seconds, which
+is not the heavy dataflow's CPU) and the heavy one's tasks have run for a while, drops the
+heavy one, and prints:
 
 - ``apply``: how long ``PUT /dataflows`` (``Engine.apply``) took to return;
 - ``gone``: drop → the dataflow left ``GET /status`` (its last task ended);
@@ -45,10 +48,15 @@ TICK = os.sysconf("SC_CLK_TCK")
 WINDOW = 0.3
 IDLE = 0.25
 """Cores below which the Spark processes count as idle (idle queries still poll)."""
+SUSTAINED = {"cross": 3.0, "nested-loop": 3.0}
+"""Seconds a join's tasks run without a pause before the drop (past its first stages)."""
+KINDS = ["cross", "snapshot", "recursion", "nested-loop"]
 
 
 def _cpu_seconds(root: int) -> float:
-    """utime + stime of ``root`` and its descendant processes, from /proc."""
+    """CPU seconds of ``root`` and its descendant processes, from /proc: each one's utime
+    and stime, and its reaped children's (cutime, cstime), so that a Python worker that
+    exits does not take its seconds away from the total."""
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
     for entry in os.listdir("/proc"):
@@ -60,7 +68,7 @@ def _cpu_seconds(root: int) -> float:
         except OSError:
             continue
         parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / TICK
+        times[int(entry)] = sum(int(f) for f in fields[11:15]) / TICK
     total = 0.0
     for pid, seconds in times.items():
         ancestor = pid
@@ -77,6 +85,15 @@ def _rate(root: int, seconds: float = WINDOW) -> float:
     return (_cpu_seconds(root) - before) / seconds
 
 
+def _wait_advancing(running: Any, timeout: float) -> None:
+    """Until the sibling has advanced twice: its first batches (hydration) are over."""
+    deadline = time.monotonic() + timeout
+    seen: set[int] = set()
+    while len(seen - {0}) < 2 and time.monotonic() < deadline:
+        seen.add(running.frontier(SIBLING))
+        time.sleep(0.1)
+
+
 def _scenario(spark: Any, jvm_pid: int, kind: str, rows: int) -> None:
     with (
         tempfile.TemporaryDirectory(prefix=f"shutdown-{kind}-") as work,
@@ -86,7 +103,17 @@ def _scenario(spark: Any, jvm_pid: int, kind: str, rows: int) -> None:
         time.sleep(3)
         heavy = engine.running(HEAVY)
         assert heavy is not None
-        wait_busy(spark, groups_of(heavy), timeout=600)
+        _wait_advancing(running, timeout=600)
+        try:
+            wait_busy(spark, groups_of(heavy), timeout=600, sustained=SUSTAINED.get(kind, 0.0))
+        except TimeoutError as error:
+            flow = next((d for d in engine.report().dataflows if d.name == HEAVY), None)
+            print(
+                f"{kind:11s} not measured: {error}; heavy's last error: "
+                f"{flow.last_error if flow else 'gone'}",
+                flush=True,
+            )
+            return
         time.sleep(2)
         busy = _rate(jvm_pid, 1.0)
         before = running.frontier(SIBLING)
@@ -115,7 +142,7 @@ def _scenario(spark: Any, jvm_pid: int, kind: str, rows: int) -> None:
         advanced = running.frontier(SIBLING) > before
         errors = [e for e in engine.report().dataflows if e.last_error]
         print(
-            f"{kind:10s} rows={rows:<10d} busy={busy:4.2f} cores "
+            f"{kind:11s} rows={rows:<10d} busy={busy:4.2f} cores "
             f"apply={applied:6.3f}s "
             f"gone={_fmt(gone)} idle={_fmt(idle)} "
             f"sibling_advanced={advanced} errors={len(errors)}",
@@ -131,8 +158,8 @@ def main() -> None:
     """Run the three scenarios and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3000, help="rows of each join input")
-    parser.add_argument("--snapshot-rows", type=int, default=2_000_000)
-    parser.add_argument("--only", choices=["cross", "snapshot", "recursion"], default=None)
+    parser.add_argument("--snapshot-rows", type=int, default=10_000_000)
+    parser.add_argument("--only", choices=KINDS, default=None)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = spark_session(app_name="bench-shutdown")
@@ -142,8 +169,8 @@ def main() -> None:
     for _ in range(5):
         baselines.append(_rate(jvm_pid))
     print(f"JVM pid {jvm_pid}; idle JVM {statistics.median(baselines):.2f} cores", flush=True)
-    sizes = {"cross": args.rows, "snapshot": args.snapshot_rows, "recursion": args.rows}
-    for kind in [args.only] if args.only else ["cross", "snapshot", "recursion"]:
+    sizes = {kind: args.rows for kind in KINDS} | {"snapshot": args.snapshot_rows}
+    for kind in [args.only] if args.only else KINDS:
         _scenario(spark, jvm_pid, kind, sizes[kind])
     spark.stop()
 
