@@ -38,6 +38,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.join import JoinPlan, joined_column
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.held import HeldUpdates
 
 __all__ = ["ArrangedJoin", "joined_changelog"]
 
@@ -201,9 +202,8 @@ class ArrangedJoin(StatefulProcessor):
 
     def init(self, handle: Any) -> None:
         """Declare the state: per join key, the left and the right rows; the held output."""
-        self.handle = handle
         self.arrangement = handle.getMapState("arrangement", "k STRING", "rows BINARY")
-        self.pending = handle.getMapState("pending", "t BIGINT", "rows BINARY")
+        self.pending = HeldUpdates(handle)
 
     def _emit(self, out: list[Joined], watermark: int) -> Iterator[pd.DataFrame]:
         """``out`` now, or (``in_time_order``) once the watermark reaches each time."""
@@ -213,10 +213,7 @@ class ArrangedJoin(StatefulProcessor):
                 if update[2] > watermark:
                     later.setdefault(update[2], []).append(update)
             for time, updates in later.items():
-                stored = self.pending.getValue((time,))
-                held = pickle.loads(stored[0]) if stored else []
-                self.pending.updateValue((time,), (pickle.dumps(held + updates),))
-                self.handle.registerTimer(time)
+                self.pending.hold(time, updates)
             out = [update for update in out if update[2] <= watermark]
         if out:
             yield pd.DataFrame(out, columns=range(4))
@@ -228,11 +225,9 @@ class ArrangedJoin(StatefulProcessor):
         expiredTimerInfo: Any,  # noqa: N803
     ) -> Iterator[pd.DataFrame]:
         """The watermark reached a held time: emit its joined updates."""
-        time = int(expiredTimerInfo.getExpiryTimeInMs())
-        stored = self.pending.getValue((time,))
-        if stored:
-            self.pending.removeKey((time,))
-            yield pd.DataFrame(pickle.loads(stored[0]), columns=range(4))
+        held = self.pending.take(int(expiredTimerInfo.getExpiryTimeInMs()))
+        if held:
+            yield pd.DataFrame(held, columns=range(4))
 
     def handleInputRows(  # noqa: N802 - Spark's name
         self,

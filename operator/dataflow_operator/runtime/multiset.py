@@ -27,6 +27,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.multiset import MultisetPlan, SetOperation, output_multiplicity
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.held import HeldUpdates
 from dataflow_operator.runtime.join import JSON_OPTIONS
 
 __all__ = ["RowCounts", "multiset_changelog"]
@@ -107,9 +108,8 @@ class RowCounts(StatefulProcessor):
 
     def init(self, handle: Any) -> None:
         """Declare the state: counts per row, and the updates held per time."""
-        self.handle = handle
         self.counts = handle.getMapState("counts", "r STRING", "counts BINARY")
-        self.pending = handle.getMapState("pending", "t BIGINT", "rows BINARY")
+        self.pending = HeldUpdates(handle)
 
     def handleInputRows(  # noqa: N802 - Spark's name
         self,
@@ -133,10 +133,7 @@ class RowCounts(StatefulProcessor):
             if time <= watermark:
                 out += self._apply(time, updates)
                 continue
-            stored = self.pending.getValue((time,))
-            held: list[Update] = pickle.loads(stored[0]) if stored else []
-            self.pending.updateValue((time,), (pickle.dumps(held + updates),))
-            self.handle.registerTimer(time)
+            self.pending.hold(time, updates)
         if out:
             yield pd.DataFrame(out, columns=range(3))
 
@@ -148,11 +145,10 @@ class RowCounts(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         """The frontier reached a held time: apply its updates, emit the changes."""
         time = int(expiredTimerInfo.getExpiryTimeInMs())
-        stored = self.pending.getValue((time,))
-        if not stored:
+        held = self.pending.take(time)
+        if not held:
             return
-        self.pending.removeKey((time,))
-        out = self._apply(time, pickle.loads(stored[0]))
+        out = self._apply(time, held)
         if out:
             yield pd.DataFrame(out, columns=range(3))
 

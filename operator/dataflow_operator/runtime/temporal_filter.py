@@ -21,13 +21,14 @@ so nothing is lost or doubled.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+from dataflow_operator.runtime.held import HeldUpdates
 
 __all__ = ["BUCKET", "LOWER", "UPPER", "TemporalFilter"]
 
@@ -48,8 +49,7 @@ class TemporalFilter(StatefulProcessor):
 
     def init(self, handle: Any) -> None:
         """Declare the state: the pending updates, by time."""
-        self.handle = handle
-        self.pending = handle.getMapState("pending", "t BIGINT", "rows BINARY")
+        self.pending = HeldUpdates(handle)
 
     def _frame(self, records: list[tuple[Any, ...]]) -> pd.DataFrame:
         # Positional columns: Spark matches them to the output schema by position.
@@ -100,11 +100,7 @@ class TemporalFilter(StatefulProcessor):
                 else:
                     later.setdefault(when, []).append((records[index], int(signed[index])))
         for when, entries in later.items():
-            stored = self.pending.getValue((when,))
-            held = pickle.loads(stored[0]) if stored else []
-            held.extend(entries)
-            self.pending.updateValue((when,), (pickle.dumps(held),))
-            self.handle.registerTimer(when)
+            self.pending.hold(when, entries)
         if due:
             yield self._frame(due)
 
@@ -116,12 +112,9 @@ class TemporalFilter(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         """The frontier reached a pending time: emit its updates and forget them."""
         when = int(expiredTimerInfo.getExpiryTimeInMs())
-        stored = self.pending.getValue((when,))
-        if not stored:
-            return
-        self.pending.removeKey((when,))
-        held = pickle.loads(stored[0])
-        yield self._frame([(*values, when, signed) for values, signed in held])
+        held = self.pending.take(when)
+        if held:
+            yield self._frame([(*values, when, signed) for values, signed in held])
 
     def close(self) -> None:
         """Nothing to release."""
