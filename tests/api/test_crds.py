@@ -101,7 +101,14 @@ def test_crds_have_status_subresource_columns_short_names_and_category() -> None
         name: [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
         for name, crd in crds.items()
     }
-    assert columns["dataflows.yaml"] == ["Cluster", "Kind", "Hydrated", "Frontier", "Age"]
+    assert columns["dataflows.yaml"] == [
+        "Cluster",
+        "Kind",
+        "Hydrated",
+        "Frontier",
+        "Strategy",
+        "Age",
+    ]
     assert columns["replicas.yaml"] == [
         "Cluster", "Ready", "Expires", "Restarts", "Driver", "Successor", "Strategy", "Age",
     ]  # fmt: skip

@@ -171,3 +171,18 @@ def test_invalid_status_carries_reason_and_exact_message() -> None:
 def test_status_patch_has_only_what_changed() -> None:
     assert status_patch({"a": 1, "b": [1], "c": 3}, {"a": 1, "b": [2]}) == {"b": [2], "c": None}
     assert status_patch({"a": 1}, {"a": 1}) == {}
+
+
+def test_validity_and_status_say_how_the_query_is_maintained() -> None:
+    ranked = dataflow("ranked", [TABLE], sql="SELECT x, rank() OVER (ORDER BY x) AS r FROM a")
+    grouped = dataflow("grouped", [TABLE], sql="SELECT x, count(*) AS n FROM a GROUP BY x")
+    specs = {"ranked": ranked.spec, "grouped": grouped.spec}
+    validity = validate(specs, specs)
+    assert validity["grouped"].strategy == "Incremental"
+    assert validity["grouped"].recompute_reason is None
+    assert validity["ranked"].strategy == "Recompute"
+    status = dataflow_status(1, DataflowStatus(), validity["ranked"], [], T0)
+    assert status.strategy == "Recompute"
+    assert status.strategy_reason == "a window function (RANK() OVER (ORDER BY x))"
+    invalid = dataflow_status(1, DataflowStatus(), Validity(False, "InvalidSql", "bad"), [], T0)
+    assert (invalid.strategy, invalid.strategy_reason) == (None, None)

@@ -178,13 +178,27 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
     assert (entry["replica"], entry["hydrated"], entry["hydrationTime"]) == ("r1", True, "2s500ms")
     await wait_for(lambda: _events(cluster, "df1", "Hydrated"))
     await wait_for(lambda: _events(cluster, "df1", "Accepted"))
-    # editing a dataflow reinstalls it; the replica is not restarted
+    assert df["status"]["strategy"] == "Incremental"
+    assert not await _events(cluster, "df1", "Recompute")
+    # editing a dataflow reinstalls it; the replica is not restarted. This edit makes it a
+    # recomputed query: the status and a Normal Event say so and why.
+    ranked = "SELECT ts, row_number() OVER (ORDER BY ts) AS n FROM events"
     await cluster.api.merge_patch(
-        KubeApi.custom("default", "dataflows", "df1"), {"spec": {"sql": "SELECT ts FROM events"}}
+        KubeApi.custom("default", "dataflows", "df1"), {"spec": {"sql": ranked}}
     )
-    await wait_for(
-        lambda: _value(fake_replica.installed.get("df1", {}).get("sql") == "SELECT ts FROM events")
+    await wait_for(lambda: _value(fake_replica.installed.get("df1", {}).get("sql") == ranked))
+    (event,) = await wait_for(lambda: _events(cluster, "df1", "Recompute"))
+    assert (event["type"], event["message"].split(";")[0]) == (
+        "Normal",
+        "maintained by recompute: a window function (ROW_NUMBER() OVER (ORDER BY ts))",
     )
+    df = await wait_for(
+        lambda: _when(
+            cluster.get("dataflows", "df1"),
+            lambda d: d["status"].get("strategy") == "Recompute",
+        )
+    )
+    assert df["status"]["strategyReason"].startswith("a window function")
     replica = await cluster.get("replicas", "r1")
     assert replica is not None and replica["status"]["attempt"] == 1
     # deleting waits for the replica to drop it, then the object goes

@@ -47,6 +47,17 @@ spec:
   sql: |
     SELECT upper(content) AS content FROM recent WHERE content <> ''
     UNION ALL SELECT content FROM more
+---
+apiVersion: dataflow.dev/v1alpha1
+kind: Dataflow
+metadata: {name: ranked}
+spec:
+  cluster: default
+  kind: Index
+  sources:
+    - name: orders
+      table: {path: data/orders, schema: "id BIGINT"}
+  sql: SELECT id, rank() OVER (ORDER BY id) AS r FROM orders
 """
 
 NODE_ID = re.compile(r" // \{ node_id: (\d+) \}$")
@@ -81,7 +92,7 @@ def test_explain_with_node_ids(
     out = capsys.readouterr().out
     sections = _sections(out)
     assert code == 1  # one dataflow does not plan…
-    assert set(sections) == {"recent", "broken", "loud"}  # …and the others still print
+    assert set(sections) == {"recent", "broken", "loud", "ranked"}  # …the others still print
     (error,) = sections["broken"]
     assert error.startswith("error: ") and "no_such_column" in error
     assert "Traceback" not in out and "\tat " not in out
@@ -90,6 +101,9 @@ def test_explain_with_node_ids(
         _check_numbered(sections[name])
     assert any("Union" in line for line in sections["loud"])
     assert any("Exchange" in line for line in sections["recent"])  # the temporal filter's
+    *plan, why = sections["ranked"]
+    assert why == "  -- maintained by recompute: a window function (RANK() OVER (ORDER BY id))"
+    _check_numbered(plan)
 
 
 def _check_numbered(lines: list[str]) -> None:

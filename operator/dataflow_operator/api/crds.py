@@ -120,6 +120,7 @@ _DEFINITIONS: dict[str, dict[str, Any]] = {
             _column("Kind", ".spec.kind"),
             _column("Hydrated", '.status.conditions[?(@.type=="Hydrated")].status'),
             _column("Frontier", ".status.frontier"),
+            _column("Strategy", ".status.strategy", priority=1),
             _AGE,
         ],
     },

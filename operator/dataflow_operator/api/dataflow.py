@@ -28,6 +28,7 @@ __all__ = [
     "FileFormat",
     "FilesSource",
     "KafkaSource",
+    "MaintenanceStrategy",
     "NodeStatus",
     "RefreshSpec",
     "ReplicaDataflowStatus",
@@ -53,6 +54,15 @@ class DataflowKindField(StrEnum):
     def core(self) -> DataflowKind:
         """The core's kind."""
         return DataflowKind(self.value)
+
+
+class MaintenanceStrategy(StrEnum):
+    """How a replica keeps the dataflow's output up to date."""
+
+    INCREMENTAL = "Incremental"
+    """Each batch costs what changed: state in Spark (filters, aggregates, joins, sets)."""
+    RECOMPUTE = "Recompute"
+    """Each changed time re-runs the query over the whole consolidated input."""
 
 
 class FileFormat(StrEnum):
@@ -293,6 +303,16 @@ class DataflowStatus(ApiModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     timeline: str | None = Field(default=None, description="The timeline of the dataflow.")
+    strategy: MaintenanceStrategy | None = Field(
+        default=None,
+        description="How the query is maintained: Incremental, or Recompute (each changed "
+        "time re-reads the whole input; strategyReason says which construct causes it).",
+    )
+    strategy_reason: str | None = Field(
+        default=None,
+        max_length=256,
+        description="Why the query is recomputed: the construct no incremental strategy covers.",
+    )
     frontier: str | None = Field(
         default=None, description="The most advanced write frontier over replicas (RFC 3339)."
     )

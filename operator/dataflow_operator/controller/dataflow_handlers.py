@@ -2,7 +2,8 @@
 
 Validation runs against the whole cluster (a dataflow may read others), the result
 becomes the Ready condition (written by the status writer) and, when invalid, a Warning
-Event with the core's exact message. Installing is the replica daemons' job: they are
+Event with the core's exact message; a valid one maintained by recompute gets a Normal
+Event saying why. Installing is the replica daemons' job: they are
 woken to send their full desired set, from which an invalid dataflow is absent.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import kopf
 
+from dataflow_operator.controller.dataflow_logic import recompute_message
 from dataflow_operator.controller.state import OperatorState
 
 __all__ = ["announce_hydration", "dataflow_changed", "dataflow_deleted"]
@@ -50,7 +52,8 @@ def dataflow_changed(
     view = state.cluster_view(namespace, cluster, dataflows.get((namespace, cluster), []))
     validity = view.validity.get(name)
     if not deleted and validity is not None:
-        announcement = (validity.reason, validity.message)
+        # A valid spec edited into (or out of) recompute is announced again.
+        announcement = (validity.reason, validity.message or validity.recompute_reason or "")
         if state.announced.get(key) != announcement:
             state.announced[key] = announcement
             if not validity.ok:
@@ -63,6 +66,13 @@ def dataflow_changed(
                     reason="Accepted",
                     message=f"installing on {replicas} replica(s)",
                 )
+                if validity.recompute_reason is not None:
+                    kopf.event(
+                        body,
+                        type="Normal",
+                        reason="Recompute",
+                        message=recompute_message(validity.recompute_reason),
+                    )
     if state.cluster_digests.get((namespace, cluster)) != view.digest:
         state.cluster_digests[(namespace, cluster)] = view.digest
         state.mark_dirty(namespace, cluster, [*view.dataflows, *view.invalid_schema])

@@ -17,6 +17,7 @@ from dataflow_operator.api.dataflow import (
     Dataflow,
     DataflowSpec,
     DataflowStatus,
+    MaintenanceStrategy,
     ReplicaDataflowStatus,
 )
 from dataflow_operator.api.protocol import DataflowReport, DesiredDataflow, DesiredDataflows
@@ -24,6 +25,7 @@ from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import set_condition
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.errors import DomainError
+from dataflow_operator.core.incremental import plan_query
 from dataflow_operator.core.time import Timestamp, format_timestamp
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "dataflow_status",
     "dependents",
     "desired_dataflows",
+    "recompute_message",
     "spec_digest",
     "status_patch",
     "validate",
@@ -50,6 +53,17 @@ class Validity:
     message: str = ""
     field: str | None = None
     timeline: str | None = None
+    recompute_reason: str | None = None
+    """Set when the query is maintained by recompute: the construct that causes it."""
+
+    @property
+    def strategy(self) -> MaintenanceStrategy | None:
+        """How a valid dataflow is maintained (``None`` while it is invalid)."""
+        if not self.ok:
+            return None
+        if self.recompute_reason is None:
+            return MaintenanceStrategy.INCREMENTAL
+        return MaintenanceStrategy.RECOMPUTE
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +74,14 @@ class ReplicaSeen:
     ready: bool
     report: DataflowReport | None
     """This dataflow in the replica's last ``GET /status``; ``None`` if not there."""
+
+
+def recompute_message(reason: str) -> str:
+    """The Event message of a dataflow maintained by recompute."""
+    return (
+        f"maintained by recompute: {reason}; every changed time re-runs the query over "
+        "the whole input, so its cost grows with the input, not with the change"
+    )
 
 
 def spec_digest(spec: DataflowSpec) -> str:
@@ -89,7 +111,13 @@ def validate(specs: Mapping[str, DataflowSpec], names: Iterable[str]) -> dict[st
         except DomainError as error:  # pragma: no cover - problems() reports it first
             result[name] = Validity(False, error.reason, error.message, error.field)
             continue
-        result[name] = Validity(ok=True, timeline=str(timeline) if timeline else None)
+        spec = specs[name]
+        plan = plan_query(spec.sql, [source.name for source in spec.sources])
+        result[name] = Validity(
+            ok=True,
+            timeline=str(timeline) if timeline else None,
+            recompute_reason=plan.maintenance.recompute_reason,
+        )
     return result
 
 
@@ -231,6 +259,8 @@ def dataflow_status(
         observed_generation=generation,
         conditions=to_api(conditions),
         timeline=validity.timeline,
+        strategy=validity.strategy,
+        strategy_reason=validity.recompute_reason,
         frontier=format_timestamp(max(frontiers)) if frontiers else None,
         replicas=entries,
     )

@@ -62,6 +62,7 @@ from sqlglot import exp
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.join import JOINED, JoinShape, join_shape
 from dataflow_operator.core.multiset import MultisetPlan, multiset_shape
+from dataflow_operator.core.recompute import recompute_reason
 from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.sql_shape import (
     DIFF,
@@ -203,6 +204,8 @@ class MaintenancePlan:
     - ``aggregate``: set for AGGREGATE only.
     - ``join``: set for JOIN only; ``sql`` is then the query itself, as for GENERAL.
     - ``multiset``: set for SET only; ``sql`` is then the query itself.
+    - ``recompute_reason``: set for GENERAL only: what no incremental strategy covers, in
+      a user's words (:func:`~dataflow_operator.core.recompute.recompute_reason`).
     """
 
     strategy: Strategy
@@ -212,6 +215,7 @@ class MaintenancePlan:
     aggregate: AggregatePlan | None = None
     join: JoinShape | None = None
     multiset: MultisetPlan | None = None
+    recompute_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +317,9 @@ def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
     multiset = multiset_shape(tree) if not ctes else None
     if multiset is not None:
         return MaintenancePlan(Strategy.SET, snapshot, snapshot, inputs, multiset=multiset)
-    return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs)
+    return MaintenancePlan(
+        Strategy.GENERAL, snapshot, snapshot, inputs, recompute_reason=recompute_reason(tree)
+    )
 
 
 def plan_over_joined(sql: str) -> MaintenancePlan | None:

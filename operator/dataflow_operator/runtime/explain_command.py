@@ -4,8 +4,9 @@ Each dataflow is built as the replica's engine builds it (a streaming DataFrame 
 sources' schemas; no data is read), planned by Spark in local mode as a micro-batch, and
 printed one node per line, indented by depth; ``--node-ids`` ends each line with
 ``// { node_id: N }``, the ids the
-replica reports hydration for (:mod:`dataflow_operator.runtime.plan`). A dataflow that
-fails to plan prints its error on one line and the others still print.
+replica reports hydration for (:mod:`dataflow_operator.runtime.plan`). A dataflow
+maintained by recompute ends with a ``-- maintained by recompute: …`` line saying why. A
+dataflow that fails to plan prints its error on one line and the others still print.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec, Source
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.loading import load_paths
+from dataflow_operator.core.incremental import plan_query
 from dataflow_operator.core.plan import PlanTree
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.plan import executed_plan, live_plan
@@ -37,6 +39,7 @@ __all__ = [
     "configure",
     "engine_frame",
     "explain_dataflow",
+    "recompute_reason_of",
     "run",
 ]
 
@@ -107,6 +110,12 @@ def explain_dataflow(
         return live_plan(executed_plan(frame), metrics=False).tree
 
 
+def recompute_reason_of(spec: DataflowSpec) -> str | None:
+    """Why ``spec``'s query is recomputed at every changed time (``None``: incremental)."""
+    plan = plan_query(spec.sql, [source.name for source in spec.sources])
+    return plan.maintenance.recompute_reason
+
+
 def _catalogs(dataflows: Sequence[Dataflow]) -> dict[tuple[str, str], Catalog]:
     scopes: dict[tuple[str, str], dict[str, DataflowSpec]] = defaultdict(dict)
     for dataflow in dataflows:
@@ -147,5 +156,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Dataflow/{name}:")
         for line in tree.render(node_ids=args.node_ids):
             print(f"  {line}")
+        reason = recompute_reason_of(dataflow.spec)
+        if reason is not None:
+            print(f"  -- maintained by recompute: {reason}")
     sys.stdout.flush()
     return EXIT_FAILED if failed else EXIT_OK

@@ -1,0 +1,115 @@
+"""Why a query is maintained by recompute, said in a user's words.
+
+A query that no incremental strategy covers (see :mod:`dataflow_operator.core.incremental`)
+is recomputed over its whole consolidated input at every changed time. Users see that
+in the Dataflow's status (``strategy: Recompute``) and in an Event: :func:`recompute_reason`
+names the first construct of the query that put it there, so they know what to change.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dataflow_operator.core.sql_shape import is_aggregate
+
+__all__ = ["INCREMENTAL_AGGREGATES", "recompute_reason"]
+
+INCREMENTAL_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+"""The aggregate functions kept in state (``count(DISTINCT …)`` included)."""
+
+
+def recompute_reason(query: exp.Query) -> str:
+    """The construct of ``query`` that no incremental strategy maintains.
+
+    Checked from the most specific to the most general, so the reason names what a user
+    would change first; a query none of them explains gets a general sentence.
+    """
+    for check in (
+        _recursion,
+        _window,
+        _limit,
+        _subquery,
+        _joins,
+        _aggregates,
+        _ctes,
+        _set_operation,
+    ):
+        reason = check(query)
+        if reason is not None:
+            return reason
+    return "its shape has no incremental strategy (see the README's table of shapes)"
+
+
+def _recursion(query: exp.Query) -> str | None:
+    with_ = query.args.get("with_") or query.args.get("with")
+    if isinstance(with_, exp.With) and with_.args.get("recursive"):
+        return "WITH RECURSIVE is recomputed to its fixed point"
+    return None
+
+
+def _window(query: exp.Query) -> str | None:
+    window = query.find(exp.Window)
+    return None if window is None else f"a window function ({_shown(window)})"
+
+
+def _limit(query: exp.Query) -> str | None:
+    for select in query.find_all(exp.Select, exp.Union, exp.Except, exp.Intersect):
+        if select.args.get("limit") or select.args.get("offset"):
+            return "ORDER BY … LIMIT/OFFSET (a top-k)"
+    return None
+
+
+def _subquery(query: exp.Query) -> str | None:
+    for node in query.walk():
+        if isinstance(node, exp.Exists):
+            return "an EXISTS subquery"
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            return "an IN (subquery) predicate"
+        if isinstance(node, exp.Subquery) and not isinstance(node.parent, exp.From | exp.Join):
+            return "a scalar subquery"
+    return None
+
+
+def _joins(query: exp.Query) -> str | None:
+    joins = list(query.find_all(exp.Join))
+    if not joins:
+        return None
+    if len(joins) > 1:
+        return f"a join of {len(joins) + 1} inputs (two-input equi-joins are incremental)"
+    join = joins[0]
+    kind = str(join.args.get("kind") or "").upper()
+    if kind == "CROSS" or (join.args.get("on") is None and not join.args.get("using")):
+        return "a cross join (no equality between the inputs)"
+    if kind in ("SEMI", "ANTI"):
+        return f"a {kind} join"
+    if join.args.get("using"):
+        return "a join with USING (write it as ON a.x = b.x)"
+    return "a join condition that is not a conjunction of equalities between the two inputs"
+
+
+def _aggregates(query: exp.Query) -> str | None:
+    for node in query.walk():
+        if isinstance(node, exp.GroupingSets | exp.Cube | exp.Rollup):
+            return "GROUPING SETS, CUBE or ROLLUP"
+        if not is_aggregate(node):
+            continue
+        if not isinstance(node, INCREMENTAL_AGGREGATES):
+            return f"the aggregate {_shown(node)} (count, sum, avg, min and max are incremental)"
+        if not isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
+            return f"{_shown(node)} (of the DISTINCT aggregates, count is incremental)"
+    return None
+
+
+def _shown(node: exp.Expr) -> str:
+    return node.sql(dialect="spark")
+
+
+def _ctes(query: exp.Query) -> str | None:
+    with_ = query.args.get("with_") or query.args.get("with")
+    return "a WITH clause (inline it as a subquery)" if isinstance(with_, exp.With) else None
+
+
+def _set_operation(query: exp.Query) -> str | None:
+    if isinstance(query, exp.Union | exp.Except | exp.Intersect):
+        return f"{query.key.upper()} over inputs that are not plain filters and projections"
+    return None

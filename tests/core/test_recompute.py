@@ -1,0 +1,62 @@
+"""What the status and Event say about a query maintained by recompute."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataflow_operator.core.incremental import Strategy, plan_query
+
+SOURCES = ["t", "u", "v"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        (
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+            "SELECT * FROM r",
+            "WITH RECURSIVE is recomputed to its fixed point",
+        ),
+        (
+            "SELECT a, row_number() OVER (ORDER BY a) AS n FROM t",
+            "a window function (ROW_NUMBER() OVER (ORDER BY a))",
+        ),
+        ("SELECT a FROM t ORDER BY a LIMIT 3", "ORDER BY … LIMIT/OFFSET (a top-k)"),
+        ("SELECT t.a FROM t JOIN u ON t.a < u.a", "a join condition that is not a conjunction"),
+        ("SELECT t.a, u.b FROM t CROSS JOIN u", "a cross join (no equality between the inputs)"),
+        ("SELECT t.a FROM t LEFT SEMI JOIN u ON t.a = u.a", "a SEMI join"),
+        (
+            "SELECT t.a FROM t JOIN u ON t.a = u.a JOIN v ON v.a = t.a",
+            "a join of 3 inputs (two-input equi-joins are incremental)",
+        ),
+        ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "an IN (subquery) predicate"),
+        ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", "an EXISTS subquery"),
+        ("SELECT a, (SELECT max(b) FROM u) AS m FROM t", "a scalar subquery"),
+        ("SELECT percentile(a, 0.5) AS p FROM t", "the aggregate PERCENTILE(a, 0.5)"),
+        ("SELECT sum(DISTINCT a) AS s FROM t", "SUM(DISTINCT a) (of the DISTINCT aggregates"),
+        ("SELECT a, sum(b) AS s FROM t GROUP BY ROLLUP (a)", "GROUPING SETS, CUBE or ROLLUP"),
+    ],
+)
+def test_a_recomputed_query_names_what_causes_it(sql: str, reason: str) -> None:
+    maintenance = plan_query(sql, SOURCES).maintenance
+    assert maintenance.strategy is Strategy.GENERAL
+    assert maintenance.recompute_reason is not None
+    assert maintenance.recompute_reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a FROM t WHERE a > 1",
+        "SELECT a, count(*) AS n, min(b) AS low FROM t GROUP BY a",
+        "SELECT t.a, u.b FROM t LEFT JOIN u ON t.a = u.a",
+        "SELECT u.b, sum(t.a) AS s FROM t JOIN u ON t.a = u.a GROUP BY u.b",
+        "SELECT DISTINCT a FROM t",
+        "SELECT a FROM t EXCEPT SELECT a FROM u",
+        "SELECT a FROM t WHERE mz_now() <= b + INTERVAL '1 day'",
+    ],
+)
+def test_an_incremental_query_has_no_recompute_reason(sql: str) -> None:
+    maintenance = plan_query(sql, SOURCES).maintenance
+    assert maintenance.strategy is not Strategy.GENERAL
+    assert maintenance.recompute_reason is None
