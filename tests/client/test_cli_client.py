@@ -72,6 +72,11 @@ def token_file(tmp_path: Path) -> Path:
     return path
 
 
+def _as_at_a_terminal() -> None:
+    """Ctrl-C as a user's: a shell's background job (how CI may run us) ignores SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def subscribe(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [SCRIPT, "subscribe", *args],
@@ -79,6 +84,7 @@ def subscribe(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_as_at_a_terminal,
     )
 
 
@@ -87,8 +93,10 @@ def read_lines(process: subprocess.Popen[str], count: int) -> list[str]:
     return [process.stdout.readline().rstrip("\n") for _ in range(count)]
 
 
-def interrupt(process: subprocess.Popen[str]) -> tuple[int, str, str]:
-    process.send_signal(signal.SIGINT)
+def interrupt(
+    process: subprocess.Popen[str], signum: int = signal.SIGINT
+) -> tuple[int, str, str]:
+    process.send_signal(signum)
     out, err = process.communicate(timeout=30)
     return process.returncode, out, err
 
@@ -304,7 +312,7 @@ def test_subscribe_and_peek_through_the_service_proxy(
     assert read_lines(process, 2) == ["199\t1\ta", "199\t1\tb"]
     replica.write("s", 1, [("c", 250, 1)], upper=300)
     assert read_lines(process, 1) == ["250\t1\tc"]
-    code, _, err = interrupt(process)
+    code, _, err = interrupt(process, signal.SIGTERM)  # as a container is stopped
     assert (code, err) == (0, "")
 
     # the Dataflow's status picked r1 (hydrated), its Secret gave the token, the namespace

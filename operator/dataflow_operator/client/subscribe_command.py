@@ -17,9 +17,11 @@ Ctrl-C ends it quietly (exit 0); a failure prints one line on stderr and exits 1
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 
 import urllib3
 
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"subscribe: --reconnect-timeout: {error}", file=sys.stderr)
         return 2
     stream = _Stream(complete=args.as_of if args.no_snapshot else None)
+    signal.signal(signal.SIGTERM, _stop)  # a container's stop ends it as Ctrl-C does
     try:
         _follow(args, stream, patience)
     except (ClientError, _Ended) as error:
@@ -90,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, BrokenPipeError):
         return 0
     return 0
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def _follow(args: argparse.Namespace, stream: _Stream, patience: float) -> None:
