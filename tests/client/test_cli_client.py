@@ -72,20 +72,20 @@ def token_file(tmp_path: Path) -> Path:
     return path
 
 
-def _as_at_a_terminal() -> None:
-    """Ctrl-C as a user's: a shell's background job (how CI may run us) ignores SIGINT."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def subscribe(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [SCRIPT, "subscribe", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=_as_at_a_terminal,
-    )
+    # Ctrl-C as a user's: a shell's background job (how a CI may run the suite) ignores
+    # SIGINT, and so would the child; a handled signal is reset to the default on exec.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [SCRIPT, "subscribe", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def read_lines(process: subprocess.Popen[str], count: int) -> list[str]:
@@ -93,9 +93,7 @@ def read_lines(process: subprocess.Popen[str], count: int) -> list[str]:
     return [process.stdout.readline().rstrip("\n") for _ in range(count)]
 
 
-def interrupt(
-    process: subprocess.Popen[str], signum: int = signal.SIGINT
-) -> tuple[int, str, str]:
+def interrupt(process: subprocess.Popen[str], signum: int = signal.SIGINT) -> tuple[int, str, str]:
     process.send_signal(signum)
     out, err = process.communicate(timeout=30)
     return process.returncode, out, err
