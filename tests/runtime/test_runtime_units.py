@@ -81,7 +81,26 @@ def test_clock_file_round_trip(tmp_path: Path) -> None:
     clock = ClockFile(Location.of(tmp_path / "clock.json"))
     assert clock.read() is None
     clock.write(42)
-    assert clock.read() == 42
+    assert (clock.read(), clock.round()) == (42, 0)
+    clock.next_round()
+    clock.write(43)  # a new time keeps the round: a source's offsets never go back
+    assert (clock.read(), clock.round()) == (43, 1)
+
+
+def test_wall_ticks_start_a_tick_apart_and_never_wait_after_a_long_batch() -> None:
+    import time
+
+    times = TickPlan(start=0, tick=200, simulated=False, batches=3).times()
+    began = time.monotonic()
+    next(times)
+    time.sleep(0.15)  # a batch shorter than the tick: the next starts a tick after this one
+    next(times)
+    second = time.monotonic() - began
+    time.sleep(0.3)  # a batch longer than the tick: the next starts at once
+    before = time.monotonic()
+    next(times)
+    assert 0.19 <= second < 0.3
+    assert time.monotonic() - before < 0.05
 
 
 def test_insert_is_one_new_whole_file(tmp_path: Path) -> None:

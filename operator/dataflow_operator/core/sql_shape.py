@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
+from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.sql import DIALECT
 
 __all__ = [
@@ -29,12 +30,6 @@ __all__ = [
     "set_from_table",
     "unwrap",
 ]
-
-TIME = "__time"
-"""Column of every changelog relation: the update's logical time (BIGINT epoch ms)."""
-
-DIFF = "__diff"
-"""Column of every changelog relation: the update's multiplicity change (BIGINT)."""
 
 FILTERED = "__mz_filtered"
 """Relation the outer stage of a staged temporal query reads (see core.temporal)."""

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataflow_operator.core.sql_shape import DIFF, TIME
+from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.storage import Location
 
 __all__ = [

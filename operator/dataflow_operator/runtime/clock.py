@@ -14,6 +14,7 @@ import time as wall
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dataflow_operator.core.time import Timestamp
 from dataflow_operator.runtime.storage import Location
@@ -31,29 +32,59 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ClockFile:
-    """``{"time": ms}``: the logical time of the batch the replica is running."""
+    """``{"time": ms, "round": n}``: the logical time of the batch the replica is running.
+
+    ``round`` only grows: :meth:`next_round` asks every source for one more batch at the
+    same time (no new input, only the heartbeat), which lets the stateful operators see
+    the watermark of the batch before and fire their timers up to it.
+    """
 
     location: Location
 
     def write(self, time: Timestamp) -> None:
-        """Advance the clock to ``time``."""
-        self.location.write_text(json.dumps({"time": time}))
+        """Advance the clock to ``time`` (the round stays)."""
+        self._write(time, self.round())
+
+    def next_round(self) -> None:
+        """One more batch at the current time."""
+        time = self.read()
+        if time is not None:
+            self._write(time, self.round() + 1)
 
     def read(self) -> Timestamp | None:
         """The current time, or ``None`` before the first batch."""
+        document = self._document()
         try:
-            return int(json.loads(self.location.read_text())["time"])
-        except (OSError, ValueError, KeyError, TypeError):
+            return int(document["time"])
+        except (ValueError, KeyError, TypeError):
             return None
+
+    def round(self) -> int:
+        """How many extra rounds were asked for so far (0 before any)."""
+        try:
+            return int(self._document().get("round", 0))
+        except (ValueError, TypeError):
+            return 0
+
+    def _write(self, time: Timestamp, round_: int) -> None:
+        self.location.write_text(json.dumps({"time": time, "round": round_}))
+
+    def _document(self) -> dict[str, Any]:
+        try:
+            document = json.loads(self.location.read_text())
+        except (OSError, ValueError):
+            return {}
+        return document if isinstance(document, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)
 class TickPlan:
     """The times of the batches a run executes.
 
-    Simulated: ``start``, ``start + tick``, … Wall: the wall clock at each tick (sleeping
-    ``tick`` between batches). With ``until`` the run ends once its output is complete
-    up to ``until`` (the last batch runs at ``until - 1``); with ``batches`` after that many.
+    Simulated: ``start``, ``start + tick``, … Wall: the wall clock at each tick (a batch
+    starts ``tick`` after the one before, or at once when that one took longer). With
+    ``until`` the run ends once its output is complete up to ``until`` (the last batch
+    runs at ``until - 1``); with ``batches`` after that many.
     """
 
     start: Timestamp
@@ -66,12 +97,14 @@ class TickPlan:
         """The batch times, in order; may be endless (no ``until`` and no ``batches``)."""
         count = 0
         previous: Timestamp | None = None
+        began = wall.monotonic()
         while self.batches is None or count < self.batches:
             if self.simulated:
                 now = self.start + count * self.tick
             else:
                 if previous is not None:
-                    wall.sleep(self.tick / 1000)
+                    wall.sleep(max(0.0, began + self.tick / 1000 - wall.monotonic()))
+                began = wall.monotonic()
                 now = max(int(wall.time() * 1000), (previous or -1) + 1)
             if self.until is not None and now >= self.until:
                 if previous is None or previous < self.until - 1:

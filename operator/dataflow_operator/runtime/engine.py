@@ -252,8 +252,14 @@ class Engine:
 
     # --- the clock ------------------------------------------------------------------
 
-    def step(self, time: Timestamp) -> None:
+    def step(self, time: Timestamp, *, complete: bool = True) -> None:
         """Advance every dataflow to ``time`` (upstream first) and wait for their output.
+
+        ``complete``: each stateful dataflow's output is complete up to ``time`` when the
+        step returns, at the cost of a second Spark batch (:meth:`RunningDataflow.settle`).
+        Without it a step is one batch, and such a dataflow's frontier trails by one step
+        (its timers fire in the next step's batch, with the next input): what a clock that
+        ticks every fraction of a second wants.
 
         Steps are serialized; :meth:`apply` and :meth:`report` stay responsive meanwhile
         (a dataflow dropped during a step just stops).
@@ -273,6 +279,8 @@ class Engine:
                     running.begin(clock_time)
                     ClockFile(running.settings.layout.clock).write(clock_time)
                 running.catch_up()
+                if complete:
+                    running.settle()
                 self._notify(running.name)
 
     def run(
@@ -283,20 +291,25 @@ class Engine:
     ) -> int:
         """Run batches at the plan's times; returns an exit code.
 
+        Simulated steps are complete; on the wall clock a step is one Spark batch (see
+        :meth:`step`), and a plan that ends completes its output at its last time.
         Stops with :data:`~dataflow_operator.api.injection.EXIT_EXPIRED` (and the
         expiration message in the log) before the first batch at or past the replica's
         expiration: the write frontier never passes it.
         """
         expiration = self.config.expiration
+        last: Timestamp | None = None
         for time in plan.times():
             if stop is not None and stop.is_set():
+                last = None
                 break
             if expiration is not None and time >= expiration:
                 self.expire(time)
                 if after_batch is not None:
                     after_batch(self)
                 return EXIT_EXPIRED
-            self.step(time)
+            self.step(time, complete=plan.simulated)
+            last = time
             held = self.held_inputs() if expiration is not None else []
             if held:
                 for dataflow, source, input_ in held:
@@ -316,7 +329,12 @@ class Engine:
                 after_batch(self)
             if self._entries and len(self.failures()) == len(self._entries):
                 log.error("every dataflow failed; stopping")
+                last = None
                 break
+        if last is not None and not plan.simulated:
+            self.step(last)  # the plan's end: the output complete up to its last time
+            if after_batch is not None:
+                after_batch(self)
         return EXIT_FAILED if self.failures() else EXIT_OK
 
     def held_inputs(self) -> list[tuple[str, str, HeldInput]]:
@@ -532,6 +550,7 @@ class Engine:
             "log_dir": layout.source_logs(source.name).uri,
             "until": expiration,  # build_dataflow clears it when nothing is ever replayed
             "expiration": expiration,
+            "clock": layout.clock.uri,
         }
         where = f'source "{source.name}"'
         if source.dataflow is not None:
@@ -561,10 +580,9 @@ class Engine:
             raise InvalidSpec(f"{where}: directory {path} does not exist")
         options |= {"path": path.uri}
         if source.table is not None:
-            options |= {"kind": "table", "format": "json", "clock": layout.clock.uri}
+            options |= {"kind": "table", "format": "json"}
         elif source.files is not None:
             options |= {"kind": "files", "format": source.files.format.value}
-            options |= {"clock": layout.clock.uri}
         elif source.changelog is not None:
             options |= {
                 "kind": "changelog",

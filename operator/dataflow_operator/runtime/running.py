@@ -22,6 +22,7 @@ from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.build import BuiltDataflow
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
+from dataflow_operator.runtime.clock import ClockFile
 from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.general import Recompute
 from dataflow_operator.runtime.hydration import DataflowHydration
@@ -35,7 +36,9 @@ log = get_logger(__name__)
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-QUERY_CONF = (SHUFFLE_PARTITIONS, CHANGELOG_CHECKPOINTING)
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+QUERY_CONF = {SHUFFLE_PARTITIONS: None, CHANGELOG_CHECKPOINTING: "true", NO_DATA_BATCHES: "false"}
+"""What every dataflow's query starts with (``None``: the dataflow's state partitions)."""
 RETRIES = 2
 """Restarts of a query that failed for a reason other than its data."""
 STOP_TIMEOUT = 60.0
@@ -132,12 +135,13 @@ class RunningDataflow:
 
     def _start_query(self, built: BuiltDataflow) -> None:
         # The query clones the session's conf when it starts: its state partitions (fixed
-        # by the checkpoint once created) and RocksDB's changelog checkpointing (commits
-        # write a small changelog instead of syncing snapshot files every batch).
+        # by the checkpoint once created), RocksDB's changelog checkpointing (commits
+        # write a small changelog instead of syncing snapshot files every batch), and no
+        # batches without new input: the engine asks for the one a step needs (settle).
         saved = {key: self.spark.conf.get(key, None) for key in QUERY_CONF}
         try:
-            self.spark.conf.set(SHUFFLE_PARTITIONS, str(self.state_partitions))
-            self.spark.conf.set(CHANGELOG_CHECKPOINTING, "true")
+            for key, value in QUERY_CONF.items():
+                self.spark.conf.set(key, value or str(self.state_partitions))
             writer = (
                 built.frame.writeStream.queryName(self.tag)
                 .foreachBatch(self._batch)
@@ -182,6 +186,19 @@ class RunningDataflow:
                 self._stop_query()
                 self._start_query(self.built)
         self._read_progress()
+
+    def settle(self) -> None:
+        """Complete the output up to the time of the last batch.
+
+        A batch runs with the watermark of the batch before it, so a stateful dataflow's
+        timers up to the new time (a temporal filter's retractions, held join output)
+        fire only in the next batch. This runs it now: one more round of the clock at
+        the same time, a batch with nothing new but the heartbeat.
+        """
+        if self.built is None or not self.built.stateful or self.failed or self.token.dropped:
+            return
+        ClockFile(self.settings.layout.clock).next_round()
+        self.catch_up()
 
     def fail(self, message: str) -> None:
         """Record the dataflow's error; it stops, the others keep running.

@@ -3,7 +3,8 @@
 Each source (``table``, ``files``, ``changelog`` or another dataflow's output) is read by
 :class:`ChangelogSource`, a ``pyspark.sql.datasource`` streaming source whose offsets
 carry the source's **upper** (every update at a time below it has been read), its
-position (files or upstream batches consumed) and the ``until`` the dataflow ran with.
+position (files or upstream batches consumed), the ``until`` the dataflow ran with and the
+clock's ``round`` (a new round is a batch with nothing new but the heartbeat).
 Spark records them in the query's offset log, so the logical time of each batch lives
 in the checkpoint, and a restarted query resumes exactly where the last one committed.
 
@@ -133,13 +134,17 @@ class ChangelogReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
         """Nothing read yet."""
         seq = -1 if self.options.kind == "dataflow" else 0
-        return {"upper": 0, "seq": seq, "until": self.options.until}
+        return {"upper": 0, "seq": seq, "until": self.options.until, **self._round({})}
 
     def latestOffset(  # noqa: N802 - Spark's name
         self, start: dict[str, int] | None = None, limit: Any = None
     ) -> dict[str, int]:
-        """How far the source can be read now."""
+        """How far the source can be read now (and the clock's round: see
+        :meth:`~dataflow_operator.runtime.clock.ClockFile.next_round`)."""
         start = start or self.initialOffset()
+        return {**self._latest(start), **self._round(start)}
+
+    def _latest(self, start: dict[str, int]) -> dict[str, int]:
         kind = self.options.kind
         if kind == "dataflow":
             recorded = ChangelogStore(self.options.path).read_upper()
@@ -157,6 +162,13 @@ class ChangelogReader(DataSourceStreamReader):
         if now is None or now + 1 <= start["upper"]:
             return start
         return {"upper": now + 1, "seq": len(self._sync_files()), "until": self.options.until}
+
+    def _round(self, start: dict[str, int]) -> dict[str, int]:
+        """``{"round": n}``: a new round is a new offset, so one more batch (none without
+        a clock)."""
+        if self.options.clock is None:
+            return {}
+        return {"round": max(self.options.clock.round(), int(start.get("round", 0)))}
 
     def commit(self, end: dict[str, int]) -> None:
         """Spark has processed everything up to ``end``: record how far (design 3 seam)."""

@@ -1,0 +1,69 @@
+"""A step on the wall clock is one Spark batch; a complete step also fires what is due.
+
+A batch runs with the watermark of the batch before it, so a temporal filter's
+retraction due at a step's time comes out of the next batch: on the wall clock (a step
+every fraction of a second) that is the next step's, while a complete step (simulated
+clocks, a plan's end) settles it with one more round of the clock at the same time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dataflow_operator.api.protocol import DesiredDataflows
+from dataflow_operator.runtime.engine import Engine, EngineConfig
+from dataflow_operator.runtime.insert_command import insert_rows
+from dataflow_operator.runtime.running import BatchOutput
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+START = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+DAY = 86_400_000
+
+
+def test_a_wall_step_is_one_batch_and_its_due_updates_follow_in_the_next(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    outputs: list[BatchOutput] = []
+    engine = Engine(
+        spark, EngineConfig(state_dir=tmp_path / "state", start_time=START), outputs.append
+    )
+    events = tmp_path / "events"
+    insert_rows(events, [{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}])
+    source = {
+        "name": "events",
+        "table": {"path": str(events), "schema": "content STRING, event_ts TIMESTAMP"},
+    }
+    sql = "SELECT content FROM events WHERE mz_now() <= event_ts + INTERVAL '1 day'"
+    spec = {"cluster": "default", "kind": "Subscribe", "sources": [source], "sql": sql}
+    engine.apply(DesiredDataflows.model_validate({"dataflows": [{"name": "s", "spec": spec}]}))
+    running = engine.running("s")
+    assert running is not None
+
+    def frontier() -> int:
+        (report,) = engine.report().dataflows
+        assert report.last_error is None, report.last_error
+        return report.frontier[0]
+
+    def updates() -> list[tuple[int, int, tuple[object, ...]]]:
+        return [u for output in outputs for u in output.updates]
+
+    try:
+        engine.step(START, complete=False)
+        assert updates() == [(START, 1, ("hello",))]  # due now: out at once
+        engine.step(START + DAY, complete=False)
+        engine.step(START + 2 * DAY, complete=False)
+        assert len(running.query.recentProgress) == 3  # one Spark batch a step
+        # The retraction is due at START + DAY + 1 ms: the third batch ran with the
+        # watermark of the second (START + DAY), so it is not out yet, and the frontier
+        # says so (complete up to START + DAY, not beyond).
+        assert (-1 not in [d for _, d, _ in updates()], frontier()) == (True, START + DAY + 1)
+        engine.step(START + 2 * DAY)  # complete: one more round at the same time
+        assert len(running.query.recentProgress) == 4
+        assert updates()[-1] == (START + DAY + 1, -1, ("hello",))
+        assert frontier() == START + 2 * DAY + 1
+    finally:
+        engine.close()
