@@ -173,16 +173,15 @@ def test_status_patch_has_only_what_changed() -> None:
     assert status_patch({"a": 1}, {"a": 1}) == {}
 
 
-def test_validity_and_status_say_how_the_query_is_maintained() -> None:
-    ranked = dataflow("ranked", [TABLE], sql="SELECT x, rank() OVER (ORDER BY x) AS r FROM a")
-    grouped = dataflow("grouped", [TABLE], sql="SELECT x, count(*) AS n FROM a GROUP BY x")
-    specs = {"ranked": ranked.spec, "grouped": grouped.spec}
-    validity = validate(specs, specs)
-    assert validity["grouped"].strategy == "Incremental"
-    assert validity["grouped"].recompute_reason is None
-    assert validity["ranked"].strategy == "Recompute"
-    status = dataflow_status(1, DataflowStatus(), validity["ranked"], [], T0)
-    assert status.strategy == "Recompute"
-    assert status.strategy_reason == "a window function (RANK() OVER (ORDER BY x))"
-    invalid = dataflow_status(1, DataflowStatus(), Validity(False, "InvalidSql", "bad"), [], T0)
+def test_status_says_how_the_replicas_of_this_generation_maintain_it() -> None:
+    why = "a window function (RANK() OVER (ORDER BY x))"
+    recomputed = report(generation=2, strategy="Recompute", strategy_reason=why)
+    older = report(generation=1, strategy="Incremental")
+    seen = [ReplicaSeen("r2", True, older), ReplicaSeen("r1", True, recomputed)]
+    status = dataflow_status(2, DataflowStatus(), Validity(True), seen, T0)
+    assert (status.strategy, status.strategy_reason) == ("Recompute", why)
+    # a replica still on the previous spec says nothing about this one
+    status = dataflow_status(2, DataflowStatus(), Validity(True), seen[:1], T0)
+    assert (status.strategy, status.strategy_reason) == (None, None)
+    invalid = dataflow_status(2, DataflowStatus(), Validity(False, "InvalidSql", "bad"), seen, T0)
     assert (invalid.strategy, invalid.strategy_reason) == (None, None)

@@ -166,7 +166,7 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
     assert condition(df, "Ready")["status"] == "True"
     fake_replica.reports["df1"] = DataflowReport(
         name="df1", frontier=[1_767_225_600_001], hydrated=True, hydration_time_ms=2500,
-        nodes=[n.model_copy(update={"hydrated": True}) for n in nodes],
+        nodes=[n.model_copy(update={"hydrated": True}) for n in nodes], strategy="Incremental",
     )  # fmt: skip
     df = await wait_for(
         lambda: _when(
@@ -181,16 +181,20 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
     assert df["status"]["strategy"] == "Incremental"
     assert not await _events(cluster, "df1", "Recompute")
     # editing a dataflow reinstalls it; the replica is not restarted. This edit makes it a
-    # recomputed query: the status and a Normal Event say so and why.
+    # recomputed query: the replica's report, then the status and an Event say so and why.
     ranked = "SELECT ts, row_number() OVER (ORDER BY ts) AS n FROM events"
     await cluster.api.merge_patch(
         KubeApi.custom("default", "dataflows", "df1"), {"spec": {"sql": ranked}}
     )
     await wait_for(lambda: _value(fake_replica.installed.get("df1", {}).get("sql") == ranked))
+    why = "a window function (ROW_NUMBER() OVER (ORDER BY ts))"
+    fake_replica.reports["df1"] = DataflowReport(
+        name="df1", frontier=[1_767_225_600_002], strategy="Recompute", strategy_reason=why
+    )
     (event,) = await wait_for(lambda: _events(cluster, "df1", "Recompute"))
     assert (event["type"], event["message"].split(";")[0]) == (
         "Normal",
-        "maintained by recompute: a window function (ROW_NUMBER() OVER (ORDER BY ts))",
+        f"maintained by recompute: {why}",
     )
     df = await wait_for(
         lambda: _when(
@@ -198,7 +202,7 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
             lambda d: d["status"].get("strategy") == "Recompute",
         )
     )
-    assert df["status"]["strategyReason"].startswith("a window function")
+    assert df["status"]["strategyReason"] == why
     replica = await cluster.get("replicas", "r1")
     assert replica is not None and replica["status"]["attempt"] == 1
     # deleting waits for the replica to drop it, then the object goes

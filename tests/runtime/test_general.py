@@ -76,5 +76,14 @@ def test_a_range_join_and_max_are_maintained_by_recompute_and_diff(
         # A global aggregate (no GROUP BY) is maintained the same way.
         counts = sorted(u for o in outputs for u in o.updates if o.dataflow == "count")
         assert counts == [(2, 1, (2,)), (5, -1, (2,)), (5, 1, (1,))]
+        # Both say so in their report (what the Dataflow's status shows), and why.
+        reports = {r.name: r for r in engine.report().dataflows}
+        assert {r.strategy for r in reports.values()} == {"Recompute"}
+        assert reports["biggest"].strategy_reason == (
+            "a join condition that is not a conjunction of equalities between the two inputs"
+        )
+        assert reports["count"].strategy_reason == (
+            "an aggregate without GROUP BY (its one row exists even over no input)"
+        )
     finally:
         engine.close()

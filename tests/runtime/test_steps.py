@@ -65,5 +65,7 @@ def test_a_wall_step_is_one_batch_and_its_due_updates_follow_in_the_next(
         assert len(running.query.recentProgress) == 4
         assert updates()[-1] == (START + DAY + 1, -1, ("hello",))
         assert frontier() == START + 2 * DAY + 1
+        (report,) = engine.report().dataflows
+        assert (report.strategy, report.strategy_reason) == ("Incremental", None)
     finally:
         engine.close()

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from dataflow_operator.api.dataflow import DataflowSpec, NodeStatus
+from dataflow_operator.api.dataflow import DataflowSpec, MaintenanceStrategy, NodeStatus
 from dataflow_operator.api.meta import ApiModel
 
 __all__ = [
@@ -88,6 +88,12 @@ class DataflowReport(ApiModel):
     hydrated: bool = Field(default=False, description="Snapshot processed.")
     hydration_time_ms: int | None = Field(default=None, description="How long hydration took.")
     nodes: list[NodeStatus] = Field(default_factory=list, description="Per plan node.")
+    strategy: MaintenanceStrategy | None = Field(
+        default=None, description="How the replica maintains it (None: not built)."
+    )
+    strategy_reason: str | None = Field(
+        default=None, description="Why it is recomputed: what no incremental strategy covers."
+    )
     state_rows: int = Field(default=0, ge=0, description="Rows in Spark state.")
     state_bytes: int = Field(default=0, ge=0, description="Bytes of Spark state.")
     expired: bool = Field(default=False, description="Stopped at its expiration.")

@@ -2,9 +2,10 @@
 
 Validation runs against the whole cluster (a dataflow may read others), the result
 becomes the Ready condition (written by the status writer) and, when invalid, a Warning
-Event with the core's exact message; a valid one maintained by recompute gets a Normal
-Event saying why. Installing is the replica daemons' job: they are
-woken to send their full desired set, from which an invalid dataflow is absent.
+Event with the core's exact message. Installing is the replica daemons' job: they are
+woken to send their full desired set, from which an invalid dataflow is absent. Events
+that follow the status are posted from the watch, in the object's own handler: Hydrated,
+and Recompute (a replica planned the query and maintains it by recompute; it says why).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import kopf
 from dataflow_operator.controller.dataflow_logic import recompute_message
 from dataflow_operator.controller.state import OperatorState
 
-__all__ = ["announce_hydration", "dataflow_changed", "dataflow_deleted"]
+__all__ = ["announce_hydration", "announce_strategy", "dataflow_changed", "dataflow_deleted"]
 
 
 def _cluster(body: Mapping[str, Any]) -> str | None:
@@ -52,8 +53,7 @@ def dataflow_changed(
     view = state.cluster_view(namespace, cluster, dataflows.get((namespace, cluster), []))
     validity = view.validity.get(name)
     if not deleted and validity is not None:
-        # A valid spec edited into (or out of) recompute is announced again.
-        announcement = (validity.reason, validity.message or validity.recompute_reason or "")
+        announcement = (validity.reason, validity.message)
         if state.announced.get(key) != announcement:
             state.announced[key] = announcement
             if not validity.ok:
@@ -66,13 +66,6 @@ def dataflow_changed(
                     reason="Accepted",
                     message=f"installing on {replicas} replica(s)",
                 )
-                if validity.recompute_reason is not None:
-                    kopf.event(
-                        body,
-                        type="Normal",
-                        reason="Recompute",
-                        message=recompute_message(validity.recompute_reason),
-                    )
     if state.cluster_digests.get((namespace, cluster)) != view.digest:
         state.cluster_digests[(namespace, cluster)] = view.digest
         state.mark_dirty(namespace, cluster, [*view.dataflows, *view.invalid_schema])
@@ -99,6 +92,18 @@ def announce_hydration(body: kopf.Body, memo: kopf.Memo) -> None:
         reason=str(hydrated.get("reason")),
         message=str(hydrated.get("message")),
     )
+
+
+def announce_strategy(body: kopf.Body, memo: kopf.Memo) -> None:
+    """A Normal ``Recompute`` Event when the status (from the replicas' reports) says the
+    query is recomputed, and why; again if the reason changes (an edit)."""
+    status = body.get("status") or {}
+    reason = status.get("strategyReason") if status.get("strategy") == "Recompute" else None
+    previous = memo.get("recompute")
+    memo["recompute"] = reason
+    if reason is None or reason == previous:
+        return
+    kopf.event(body, type="Normal", reason="Recompute", message=recompute_message(str(reason)))
 
 
 def dataflow_deleted(

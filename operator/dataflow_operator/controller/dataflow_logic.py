@@ -17,7 +17,6 @@ from dataflow_operator.api.dataflow import (
     Dataflow,
     DataflowSpec,
     DataflowStatus,
-    MaintenanceStrategy,
     ReplicaDataflowStatus,
 )
 from dataflow_operator.api.protocol import DataflowReport, DesiredDataflow, DesiredDataflows
@@ -25,7 +24,6 @@ from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import set_condition
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.errors import DomainError
-from dataflow_operator.core.incremental import plan_query
 from dataflow_operator.core.time import Timestamp, format_timestamp
 
 __all__ = [
@@ -53,17 +51,6 @@ class Validity:
     message: str = ""
     field: str | None = None
     timeline: str | None = None
-    recompute_reason: str | None = None
-    """Set when the query is maintained by recompute: the construct that causes it."""
-
-    @property
-    def strategy(self) -> MaintenanceStrategy | None:
-        """How a valid dataflow is maintained (``None`` while it is invalid)."""
-        if not self.ok:
-            return None
-        if self.recompute_reason is None:
-            return MaintenanceStrategy.INCREMENTAL
-        return MaintenanceStrategy.RECOMPUTE
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +98,7 @@ def validate(specs: Mapping[str, DataflowSpec], names: Iterable[str]) -> dict[st
         except DomainError as error:  # pragma: no cover - problems() reports it first
             result[name] = Validity(False, error.reason, error.message, error.field)
             continue
-        spec = specs[name]
-        plan = plan_query(spec.sql, [source.name for source in spec.sources])
-        result[name] = Validity(
-            ok=True,
-            timeline=str(timeline) if timeline else None,
-            recompute_reason=plan.maintenance.recompute_reason,
-        )
+        result[name] = Validity(ok=True, timeline=str(timeline) if timeline else None)
     return result
 
 
@@ -195,6 +176,9 @@ def dataflow_status(
 ) -> DataflowStatus:
     """The Dataflow's status from its validity and every replica's latest report.
 
+    ``strategy`` (and why it is Recompute) is what the replicas running this generation
+    report (they plan the query; the first by name wins).
+
     ``Ready``: valid (False with the error's reason and exact message otherwise).
     ``Hydrated``: True when hydrated on at least one Ready replica, from a report of
     this ``generation`` (a replica still running an older spec is not hydrated for this
@@ -255,12 +239,21 @@ def dataflow_status(
             observed_generation=generation,
         )
     frontiers = [e.frontier[0] for e in entries if e.frontier]
+    # How it is maintained: what the replicas running this generation say they do.
+    built = [
+        r.report
+        for r in reporting
+        if validity.ok
+        and r.report is not None
+        and r.report.strategy is not None
+        and _current(r.report, generation)
+    ]
     return DataflowStatus(
         observed_generation=generation,
         conditions=to_api(conditions),
         timeline=validity.timeline,
-        strategy=validity.strategy,
-        strategy_reason=validity.recompute_reason,
+        strategy=built[0].strategy if built else None,
+        strategy_reason=built[0].strategy_reason if built else None,
         frontier=format_timestamp(max(frontiers)) if frontiers else None,
         replicas=entries,
     )

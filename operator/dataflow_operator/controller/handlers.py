@@ -196,6 +196,7 @@ async def dataflow_event(
             deleted=type == "DELETED",
         )
         dataflow_handlers.announce_hydration(body, memo)
+        dataflow_handlers.announce_strategy(body, memo)
 
 
 @kopf.on.delete(*DATAFLOWS)

@@ -35,6 +35,7 @@ from dataflow_operator.core.incremental import (
     plan_query,
 )
 from dataflow_operator.core.join import JOINED
+from dataflow_operator.core.sql_shape import FILTERED
 from dataflow_operator.core.temporal import TemporalBound
 from dataflow_operator.runtime.aggregate import GroupTotals, final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
@@ -51,13 +52,18 @@ from dataflow_operator.runtime.source_reader import (
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.temporal_filter import BUCKET, LOWER, UPPER, TemporalFilter
 
-__all__ = ["BUCKETS", "BuiltDataflow", "SourceInput", "build_dataflow", "ddl_of"]
+__all__ = [
+    "BUCKETS",
+    "UNRESOLVED_JOIN",
+    "BuiltDataflow",
+    "SourceInput",
+    "build_dataflow",
+    "ddl_of",
+    "planned_recompute_reason",
+]
 
 BUCKETS = 16
 """Temporal-filter state is grouped into this many keys (one key per row is slow)."""
-
-FILTERED = "__mz_filtered"
-"""The relation the outer stage of a staged temporal query reads."""
 
 _views_lock = threading.Lock()
 _registered: set[int] = set()
@@ -89,6 +95,8 @@ class BuiltDataflow:
     plan: QueryPlan
     transform: Callable[[pa.Table, int], pa.Table] | None = None
     """For GENERAL queries: turns a batch of the stream (input updates) into output updates."""
+    recompute_reason: str | None = None
+    """For GENERAL queries: what no incremental strategy covers, in a user's words."""
 
 
 def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF})) -> str:
@@ -341,11 +349,30 @@ def _multiset(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFr
     return _as_output(frame, _snapshot_schema(spark, plan))
 
 
+UNRESOLVED_JOIN = (
+    "the join does not resolve against its inputs' columns (an ambiguous name, or join "
+    "keys of different kinds)"
+)
+"""Why a query planned as a JOIN is recomputed after all."""
+
+
+def planned_recompute_reason(plan: QueryPlan) -> str | None:
+    """Why the engine recomputes ``plan``, as far as the plan tells (``None``:
+    incremental, unless its join does not resolve: :data:`UNRESOLVED_JOIN`)."""
+    maintenance = plan.maintenance
+    if maintenance.recompute_reason is not None:
+        return maintenance.recompute_reason
+    if maintenance.aggregate is not None and maintenance.aggregate.global_aggregate:
+        return "an aggregate without GROUP BY (its one row exists even over no input)"
+    return None
+
+
 def _general(
     spark: SparkSession,
     plan: QueryPlan,
     bounds: tuple[TemporalBound, ...],
     work_dir: Location | None,
+    reason: str,
 ) -> BuiltDataflow:
     """The GENERAL strategy over the registered inputs (see :mod:`.general`)."""
     views = {name: spark.table(name) for name in sorted(plan.maintenance.inputs)}
@@ -370,6 +397,7 @@ def _general(
         stateful=bool(bounds),
         plan=plan,
         transform=recompute,
+        recompute_reason=reason,
     )
 
 
@@ -414,7 +442,8 @@ def build_dataflow(
                 filtered.createOrReplaceTempView(FILTERED)
             joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
             if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
-                return _general(spark, plan, bounds, work_dir)
+                reason = planned_recompute_reason(plan) or UNRESOLVED_JOIN
+                return _general(spark, plan, bounds, work_dir, reason)
             if joined is not None:
                 frame = joined
             elif strategy is Strategy.SET:

@@ -112,8 +112,9 @@ def explain_dataflow(
 
 def recompute_reason_of(spec: DataflowSpec) -> str | None:
     """Why ``spec``'s query is recomputed at every changed time (``None``: incremental)."""
-    plan = plan_query(spec.sql, [source.name for source in spec.sources])
-    return plan.maintenance.recompute_reason
+    from dataflow_operator.runtime.build import planned_recompute_reason
+
+    return planned_recompute_reason(plan_query(spec.sql, [source.name for source in spec.sources]))
 
 
 def _catalogs(dataflows: Sequence[Dataflow]) -> dict[tuple[str, str], Catalog]:

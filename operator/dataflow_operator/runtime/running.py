@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
+from dataflow_operator.api.dataflow import MaintenanceStrategy
 from dataflow_operator.api.protocol import DataflowReport
 from dataflow_operator.core.hydration import is_hydrated
 from dataflow_operator.core.time import Frontier, Timestamp
@@ -354,6 +355,13 @@ class RunningDataflow:
         progress = self.query.lastProgress if self.query is not None else None
         return list(progress.get("stateOperators", [])) if progress else []
 
+    def _strategy(self) -> MaintenanceStrategy | None:
+        if self.built is None:
+            return None
+        if self.built.recompute_reason is None:
+            return MaintenanceStrategy.INCREMENTAL
+        return MaintenanceStrategy.RECOMPUTE
+
     def dropping_report(self) -> DataflowReport:
         """The report of a dropped dataflow whose work is still stopping (no Spark calls)."""
         return DataflowReport(
@@ -379,6 +387,8 @@ class RunningDataflow:
             hydrated=hydrated,
             hydration_time_ms=status.hydration_ms,
             nodes=self.hydration.nodes(hydrated, self.query),
+            strategy=self._strategy(),
+            strategy_reason=None if self.built is None else self.built.recompute_reason,
             state_rows=status.state_rows,
             state_bytes=status.state_bytes,
             expired=status.expired,
