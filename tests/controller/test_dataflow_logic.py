@@ -92,7 +92,10 @@ def test_desired_set_holds_valid_not_deleted_dataflows_sorted() -> None:
     }
     desired = desired_dataflows(flows, validity)
     assert [d.name for d in desired.dataflows] == ["a", "z"]
-    assert (desired.dataflows[0].generation, desired.dataflows[0].resource_version) == (3, "9")
+    assert desired.dataflows[0].generation == 3
+    # A status write bumps resourceVersion, not the spec: the replica must not reinstall.
+    flows[1] = dataflow("a", [TABLE], generation=3, resourceVersion="10")
+    assert desired_dataflows(flows, validity) == desired
 
 
 def report(**values: Any) -> DataflowReport:

@@ -43,7 +43,6 @@ class DesiredDataflow(ApiModel):
     name: str = Field(description="The Dataflow's name (unique within its cluster).")
     namespace: str | None = Field(default=None, description="The Dataflow's namespace.")
     generation: int | None = Field(default=None, description="metadata.generation.")
-    resource_version: str | None = Field(default=None, description="metadata.resourceVersion.")
     spec: DataflowSpec = Field(description="The dataflow's spec.")
 
 

@@ -129,7 +129,6 @@ def desired_dataflows(
             name=df.metadata.name,
             namespace=df.metadata.namespace,
             generation=df.metadata.generation,
-            resource_version=df.metadata.resource_version,
             spec=df.spec,
         )
         for df in dataflows

@@ -126,9 +126,9 @@ class OperatorState:
         self.cluster_digests: dict[Key, str] = {}
         """(namespace, cluster) → digest of its specs when last acted upon."""
         self._parsed: dict[str, Dataflow | ValidationError] = {}
-        self._validity: dict[str, Validity] = {}
-        self._by_identity: dict[tuple[str, str], tuple[tuple[Any, ...], ClusterView]] = {}
-        self._views: dict[tuple[str, str], tuple[str, ClusterView]] = {}
+        self._validity: dict[tuple[Any, ...], tuple[tuple[DataflowSpec, ...], Validity]] = {}
+        self._by_content: dict[tuple[str, str], tuple[tuple[str, ...], ClusterView]] = {}
+        self._fingerprints: dict[int, tuple[Mapping[str, Any], str]] = {}
         self.metrics.watch_replicas(self.samples, now_ms)
 
     def samples(self) -> Iterable[ReplicaSample]:
@@ -159,11 +159,12 @@ class OperatorState:
         self.writer_wake.set()
 
     def _parse(self, body: Mapping[str, Any]) -> Dataflow | ValidationError:
-        key = json.dumps(body, sort_keys=True, default=str)
+        key = self._fingerprint(body)
         cached = self._parsed.get(key)
         if cached is None:
+            relevant = {k: body.get(k) for k in ("apiVersion", "kind", "metadata", "spec")}
             try:
-                cached = Dataflow.model_validate(body)
+                cached = Dataflow.model_validate(relevant)
             except ValidationError as error:
                 cached = error
             if len(self._parsed) > 100_000:
@@ -174,51 +175,53 @@ class OperatorState:
     def cluster_view(
         self, namespace: str, cluster: str, bodies: Iterable[Mapping[str, Any]]
     ) -> ClusterView:
-        """Parse and validate the cluster's Dataflows (memoized on their content).
+        """Parse and validate the cluster's Dataflows (memoized on what the view uses).
 
-        The index hands out the same body objects while their specs do not change, so
-        the common case is an identity check.
+        A status write changes its object (and its ``resourceVersion``) but no spec: the
+        view is looked up by each body's fingerprint (name, generation, deletion, spec),
+        which is worked out once per body object, so writing the status of every
+        Dataflow of a cluster does not re-parse the cluster each time.
         """
         bodies = list(bodies)
-        known = self._by_identity.get((namespace, cluster))
-        if (
-            known is not None
-            and len(known[0]) == len(bodies)
-            and all(a is b for a, b in zip(known[0], bodies, strict=True))
-        ):
+        key = tuple(sorted(self._fingerprint(body) for body in bodies))
+        known = self._by_content.get((namespace, cluster))
+        if known is not None and known[0] == key:
             return known[1]
-        view = self._cluster_view(namespace, cluster, bodies)
-        self._by_identity[(namespace, cluster)] = (tuple(bodies), view)
+        digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:16]
+        view = self._cluster_view(bodies, digest)
+        self._by_content[(namespace, cluster)] = (key, view)
         return view
 
-    def _cluster_view(
-        self, namespace: str, cluster: str, bodies: list[Mapping[str, Any]]
-    ) -> ClusterView:
-        relevant = [
-            {k: body.get(k) for k in ("apiVersion", "kind", "metadata", "spec")} for body in bodies
-        ]
+    def _fingerprint(self, body: Mapping[str, Any]) -> str:
+        known = self._fingerprints.get(id(body))
+        if known is not None and known[0] is body:
+            return known[1]
+        metadata = body.get("metadata") or {}
+        fingerprint = json.dumps(
+            [
+                metadata.get("name"),
+                metadata.get("generation"),
+                bool(metadata.get("deletionTimestamp")),
+                body.get("spec"),
+            ],
+            sort_keys=True,
+            default=str,
+        )
+        if len(self._fingerprints) > 100_000:
+            self._fingerprints.clear()
+        self._fingerprints[id(body)] = (body, fingerprint)  # holds the body: its id stays its
+        return fingerprint
+
+    def _cluster_view(self, bodies: list[Mapping[str, Any]], digest: str) -> ClusterView:
         dataflows: dict[str, Dataflow] = {}
         invalid: dict[str, Validity] = {}
-        for body in relevant:
+        for body in bodies:
             parsed = self._parse(body)
             name = str((body.get("metadata") or {}).get("name"))
             if isinstance(parsed, ValidationError):
                 invalid[name] = Validity(False, "InvalidSpec", describe_validation(parsed))
             else:
                 dataflows[name] = parsed
-        digest = json.dumps(
-            sorted(
-                (name, df.spec.to_wire(), bool(df.metadata.model_extra.get("deletionTimestamp")))  # type: ignore[union-attr]
-                for name, df in dataflows.items()
-            ),
-            sort_keys=True,
-        )
-        cached = self._views.get((namespace, cluster))
-        if cached is not None and cached[0] == digest and cached[1].invalid_schema == invalid:
-            # metadata (generation, resourceVersion) may differ: rebuild the desired set only
-            view = cached[1]
-            desired = desired_dataflows(dataflows.values(), view.validity)
-            return ClusterView(dataflows, invalid, view.validity, desired, view.digest)
         specs: dict[str, DataflowSpec] = {
             name: df.spec
             for name, df in dataflows.items()
@@ -228,10 +231,7 @@ class OperatorState:
         for name in dataflows:
             validity.setdefault(name, Validity(False, "Deleting", "the dataflow is being deleted"))
         desired = desired_dataflows(dataflows.values(), validity)
-        short = hashlib.sha256(digest.encode()).hexdigest()[:16]
-        view = ClusterView(dataflows, invalid, validity, desired, short)
-        self._views[(namespace, cluster)] = (digest, view)
-        return view
+        return ClusterView(dataflows, invalid, validity, desired, digest)
 
     def _validate(self, specs: Mapping[str, DataflowSpec]) -> dict[str, Validity]:
         """Validity of every dataflow, memoized on its spec and its upstream specs."""
@@ -243,14 +243,16 @@ class OperatorState:
             except DomainError:
                 result[name] = validate(specs, [name])[name]
                 continue
-            key = json.dumps(
-                [name, spec.to_wire(), *(specs[n].to_wire() for n in chain)], sort_keys=True
-            )
+            # Parsed specs are shared while their content stays (see _parse): identity
+            # says "unchanged" without serializing them. The entry holds the specs, so
+            # their ids are not reused while it exists.
+            used = (spec, *(specs[n] for n in chain))
+            key = (name, *map(id, used))
             cached = self._validity.get(key)
-            if cached is None:
-                cached = validate(specs, [name])[name]
+            if cached is None or any(a is not b for a, b in zip(cached[0], used, strict=True)):
+                cached = (used, validate(specs, [name])[name])
                 if len(self._validity) > 100_000:
                     self._validity.clear()
                 self._validity[key] = cached
-            result[name] = cached
+            result[name] = cached[1]
         return result

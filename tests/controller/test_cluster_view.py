@@ -1,0 +1,58 @@
+"""The operator's parsed view of a cluster's Dataflows follows their specs, not their status."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dataflow_operator.controller.config import OperatorConfig
+from dataflow_operator.controller.state import OperatorState
+
+
+def body(name: str, sql: str = "SELECT x FROM a", **metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "dataflow.dev/v1alpha1",
+        "kind": "Dataflow",
+        "metadata": {"name": name, "namespace": "ns", "generation": 1, **metadata},
+        "spec": {
+            "cluster": "c",
+            "kind": "Index",
+            "sources": [{"name": "a", "table": {"path": "data/a", "schema": "x INT"}}],
+            "sql": sql,
+        },
+    }
+
+
+def state() -> OperatorState:
+    return OperatorState(OperatorConfig(), kube=None, control=None)  # type: ignore[arg-type]
+
+
+def test_a_status_write_reuses_the_view_and_a_spec_edit_rebuilds_it() -> None:
+    operator = state()
+    bodies = [body("a"), body("b", resourceVersion="1")]
+    view = operator.cluster_view("ns", "c", bodies)
+    assert sorted(view.validity) == ["a", "b"] and all(v.ok for v in view.validity.values())
+    # What the watch hands over after a status write: new objects, a new resourceVersion
+    # and a status, the same specs.
+    written = copy.deepcopy(bodies)
+    written[1]["metadata"]["resourceVersion"] = "2"
+    written[1]["status"] = {"frontier": "2026-01-01T00:00:00Z", "replicas": "not a list"}
+    assert operator.cluster_view("ns", "c", written) is view
+    # An edit (a new generation and spec) is seen, and only its dataflow is invalid.
+    edited = copy.deepcopy(written)
+    edited[0]["metadata"]["generation"] = 2
+    edited[0]["spec"]["sql"] = "SELECT nope FROM missing"
+    rebuilt = operator.cluster_view("ns", "c", edited)
+    assert rebuilt is not view
+    assert (rebuilt.validity["a"].ok, rebuilt.validity["a"].reason) == (False, "UnknownSource")
+    assert rebuilt.validity["b"].ok
+    assert [d.generation for d in rebuilt.desired.dataflows] == [1]
+
+
+def test_the_status_writer_serves_dataflows_without_status_first() -> None:
+    from dataflow_operator.controller.status_writer import _first_unwritten
+
+    batch = {("ns", "c", "old"): 1, ("ns", "c", "new"): 2, ("ns", "c", "older"): 0}
+    written = {("ns", "old"): {}, ("ns", "older"): {}}
+    order = [key[2] for key, _ in _first_unwritten(batch, written)]
+    assert order == ["new", "old", "older"]
