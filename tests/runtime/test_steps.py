@@ -52,17 +52,19 @@ def test_a_wall_step_is_one_batch_and_its_due_updates_follow_in_the_next(
         return [u for output in outputs for u in output.updates]
 
     try:
-        engine.step(START, complete=False)
+        engine.step(START, complete=False)  # a new dataflow's first step is complete…
         assert updates() == [(START, 1, ("hello",))]  # due now: out at once
+        assert engine.report().dataflows[0].hydrated  # …so it hydrates in it
+        batches = len(running.query.recentProgress)
         engine.step(START + DAY, complete=False)
         engine.step(START + 2 * DAY, complete=False)
-        assert len(running.query.recentProgress) == 3  # one Spark batch a step
+        assert len(running.query.recentProgress) == batches + 2  # one Spark batch a step
         # The retraction is due at START + DAY + 1 ms: the third batch ran with the
         # watermark of the second (START + DAY), so it is not out yet, and the frontier
         # says so (complete up to START + DAY, not beyond).
         assert (-1 not in [d for _, d, _ in updates()], frontier()) == (True, START + DAY + 1)
         engine.step(START + 2 * DAY)  # complete: one more round at the same time
-        assert len(running.query.recentProgress) == 4
+        assert len(running.query.recentProgress) == batches + 3
         assert updates()[-1] == (START + DAY + 1, -1, ("hello",))
         assert frontier() == START + 2 * DAY + 1
         (report,) = engine.report().dataflows

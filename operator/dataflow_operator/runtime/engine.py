@@ -259,7 +259,8 @@ class Engine:
         step returns, at the cost of a second Spark batch (:meth:`RunningDataflow.settle`).
         Without it a step is one batch, and such a dataflow's frontier trails by one step
         (its timers fire in the next step's batch, with the next input): what a clock that
-        ticks every fraction of a second wants.
+        ticks every fraction of a second wants. A dataflow's first step is always
+        complete, so that it hydrates in it.
 
         Steps are serialized; :meth:`apply` and :meth:`report` stay responsive meanwhile
         (a dataflow dropped during a step just stops).
@@ -275,11 +276,12 @@ class Engine:
                     and not entry.running.failed
                 ]
             for _, running, clock_time in work:
+                first = running.status.as_of is None
                 if clock_time is not None:
                     running.begin(clock_time)
                     ClockFile(running.settings.layout.clock).write(clock_time)
                 running.catch_up()
-                if complete:
+                if complete or first:  # a new dataflow hydrates in its first step
                     running.settle()
                 self._notify(running.name)
 
