@@ -36,9 +36,10 @@ format: $(STAMP)
 	$(BIN)/ruff format operator tests bench e2e tools
 	$(BIN)/ruff check --fix operator tests bench e2e tools
 
-## crds: regenerate crds/ and the chart's crds/ from the pydantic models.
+## crds: regenerate crds/, the chart's crds/ and the kustomize base (which holds them) from the models.
 crds: $(STAMP)
 	$(BIN)/dataflow-operator crds
+	$(BIN)/python tools/render_kustomize.py $(BIN)
 
 crds-check: $(STAMP)
 	$(BIN)/dataflow-operator crds --check
