@@ -46,3 +46,6 @@ def test_a_bad_value_names_its_variable_or_flag(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("DATAFLOW_START_TIMEOUT")
     with pytest.raises(ConfigError, match=r"^--metrics-port: Input should be a valid integer"):
         config_from_args(_args("--metrics-port", "ninety"))
+    with pytest.raises(ConfigError, match=r"^--status-qps: Input should be greater than or"):
+        config_from_args(_args("--status-qps", "-1"))
+    assert config_from_args(_args("--status-qps", "2.5")).status_qps == 2.5

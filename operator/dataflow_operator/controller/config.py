@@ -84,6 +84,13 @@ class OperatorConfig(BaseSettings):
         "DATAFLOW_RECONCILE_INTERVAL",
         "The longest a replica goes without a reconcile when nothing wakes it.",
     )
+    status_qps: float = Field(
+        default=500.0,
+        ge=0,
+        validation_alias="DATAFLOW_STATUS_QPS",
+        description="Dataflow status patches a second, at most, in bursts of one second's "
+        "worth (0: no limit); a Dataflow's pending changes are coalesced meanwhile.",
+    )
     delete_timeout: DurationField = _setting(
         Duration(60_000),
         "DATAFLOW_DELETE_TIMEOUT",

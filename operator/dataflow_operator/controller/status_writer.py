@@ -4,6 +4,8 @@ Replica daemons, Dataflow handlers and replica deletions only *mark* dataflows d
 this task recomputes each dirty Dataflow's status from its validity and every replica's
 latest report, and writes a merge patch of what changed — one writer per object, so
 that concurrent replicas never overwrite each other's entries in ``status.replicas``.
+Patches hold only what changed, a Dataflow marked dirty again while it waits is written
+once, and the writes to the API server are rate-limited (``DATAFLOW_STATUS_QPS``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataflow_operator.controller.dataflow_logic import (
     status_patch,
 )
 from dataflow_operator.controller.kube import ApiError, KubeApi
+from dataflow_operator.controller.rate_limit import TokenBucket
 from dataflow_operator.controller.state import OperatorState, now_ms
 from dataflow_operator.logs import get_logger
 
@@ -45,6 +48,7 @@ async def run_status_writer(
     """Write dirty Dataflows' status until cancelled."""
     written: dict[tuple[str, str], dict[str, Any]] = {}
     semaphore = asyncio.Semaphore(CONCURRENCY)
+    limiter = TokenBucket(state.config.status_qps)
 
     async def one(key: tuple[str, str, str], since: int) -> None:
         namespace, cluster, name = key
@@ -58,6 +62,7 @@ async def run_status_writer(
                     cluster=cluster,
                     name=name,
                     since=since,
+                    limiter=limiter,
                 )
             except (ApiError, OSError, TimeoutError) as error:
                 _log.warning(
@@ -98,6 +103,7 @@ async def _write(
     cluster: str,
     name: str,
     since: int,
+    limiter: TokenBucket,
 ) -> None:
     bodies: Any = dataflows.get((namespace, cluster), [])
     body = _find(bodies, name)
@@ -124,6 +130,7 @@ async def _write(
     new = dataflow_status(generation, old, validity, seen, now_ms()).to_wire()
     patch = status_patch(previous, new)
     if patch:
+        await limiter.acquire()
         await state.kube.merge_patch(
             KubeApi.custom(namespace, "dataflows", name, status=True), {"status": patch}
         )
