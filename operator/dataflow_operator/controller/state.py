@@ -209,7 +209,8 @@ class OperatorState:
         )
         if len(self._fingerprints) > 100_000:
             self._fingerprints.clear()
-        self._fingerprints[id(body)] = (body, fingerprint)  # holds the body: its id stays its
+        # The entry keeps the body alive, so no other object can get its id meanwhile.
+        self._fingerprints[id(body)] = (body, fingerprint)
         return fingerprint
 
     def _cluster_view(self, bodies: list[Mapping[str, Any]], digest: str) -> ClusterView:

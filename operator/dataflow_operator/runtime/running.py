@@ -38,8 +38,8 @@ log = get_logger(__name__)
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-QUERY_CONF = {SHUFFLE_PARTITIONS: None, CHANGELOG_CHECKPOINTING: "true", NO_DATA_BATCHES: "false"}
-"""What every dataflow's query starts with (``None``: the dataflow's state partitions)."""
+QUERY_CONF = {CHANGELOG_CHECKPOINTING: "true", NO_DATA_BATCHES: "false"}
+"""What every dataflow's query starts with, besides its state partitions."""
 RETRIES = 2
 """Restarts of a query that failed for a reason other than its data."""
 STOP_TIMEOUT = 60.0
@@ -139,10 +139,11 @@ class RunningDataflow:
         # by the checkpoint once created), RocksDB's changelog checkpointing (commits
         # write a small changelog instead of syncing snapshot files every batch), and no
         # batches without new input: the engine asks for the one a step needs (settle).
-        saved = {key: self.spark.conf.get(key, None) for key in QUERY_CONF}
+        conf = {**QUERY_CONF, SHUFFLE_PARTITIONS: str(self.state_partitions)}
+        saved = {key: self.spark.conf.get(key, None) for key in conf}
         try:
-            for key, value in QUERY_CONF.items():
-                self.spark.conf.set(key, value or str(self.state_partitions))
+            for key, value in conf.items():
+                self.spark.conf.set(key, value)
             writer = (
                 built.frame.writeStream.queryName(self.tag)
                 .foreachBatch(self._batch)
@@ -151,11 +152,11 @@ class RunningDataflow:
             with self.token.scope(self.spark, f"dataflow {self.name}"):
                 self.query = writer.start()
         finally:
-            for key, value in saved.items():
-                if value is None:
+            for key, previous in saved.items():
+                if previous is None:
                     self.spark.conf.unset(key)
                 else:
-                    self.spark.conf.set(key, value)
+                    self.spark.conf.set(key, previous)
 
     def begin(self, time: Timestamp) -> None:
         """Note the first time this run processes (the snapshot time, ``as_of``)."""
