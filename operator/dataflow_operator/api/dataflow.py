@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ObjectMeta
 from dataflow_operator.api.types import (
@@ -20,6 +20,7 @@ from dataflow_operator.core.timelines import Timeline
 
 __all__ = [
     "ChangelogSource",
+    "CleanSource",
     "Dataflow",
     "DataflowKindField",
     "DataflowSource",
@@ -31,6 +32,7 @@ __all__ = [
     "MaintenanceStrategy",
     "NodeStatus",
     "RefreshSpec",
+    "ReleasedFiles",
     "ReplicaDataflowStatus",
     "SinkSpec",
     "Source",
@@ -73,6 +75,71 @@ class FileFormat(StrEnum):
     PARQUET = "parquet"
 
 
+class CleanSource(StrEnum):
+    """What happens to a source's files once every reader has durably ingested them.
+
+    Spark's file source has the same option (``cleanSource``) with the same values.
+    """
+
+    OFF = "Off"
+    """Keep them where they are."""
+    ARCHIVE = "Archive"
+    """Move them to ``archivePath`` (their path below the source directory is kept)."""
+    DELETE = "Delete"
+    """Delete them."""
+
+
+class ReleasedFiles(ApiModel):
+    """How a ``files`` or ``changelog`` source releases consumed input (design 3)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.cleanSource) || self.cleanSource != 'Archive' "
+                    "|| has(self.archivePath)",
+                    "message": "cleanSource Archive needs archivePath",
+                }
+            ]
+        }
+    )
+
+    clean_source: CleanSource = Field(
+        default=CleanSource.OFF,
+        description="Off (default), Archive or Delete: what happens to a file once every "
+        "Dataflow and Replica reading the directory has ingested it durably (it is never "
+        "read from here again; restarts read the ingested collection).",
+    )
+    archive_path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Where Archive moves released files; required for Archive, and "
+        "outside the source directory.",
+    )
+
+    @model_validator(mode="after")
+    def _archive_needs_a_path(self) -> ReleasedFiles:
+        path = getattr(self, "path", "")
+        if self.clean_source is CleanSource.ARCHIVE and not self.archive_path:
+            raise ValueError("cleanSource Archive needs archivePath (where released files go)")
+        if self.clean_source is not CleanSource.ARCHIVE and self.archive_path:
+            raise ValueError(
+                f"archivePath is only for cleanSource Archive, not {self.clean_source.value}"
+            )
+        if self.archive_path and _inside(self.archive_path, path):
+            raise ValueError(
+                f"archivePath {self.archive_path!r} is inside the source directory {path!r}: "
+                "archived files would be read again"
+            )
+        return self
+
+
+def _inside(candidate: str, directory: str) -> bool:
+    """True when ``candidate`` is ``directory`` or below it (as written, no filesystem)."""
+    a, b = candidate.rstrip("/"), directory.rstrip("/")
+    return bool(b) and (a == b or a.startswith(b + "/"))
+
+
 class TableSource(ApiModel):
     """An append-only table: a directory that ``dataflow-operator insert`` appends to.
 
@@ -85,7 +152,7 @@ class TableSource(ApiModel):
     )
 
 
-class FilesSource(ApiModel):
+class FilesSource(ReleasedFiles):
     """A directory of data files; each row's time is the time it is ingested."""
 
     path: str = Field(min_length=1, description="Directory of the files.")
@@ -95,7 +162,7 @@ class FilesSource(ApiModel):
     )
 
 
-class ChangelogSource(ApiModel):
+class ChangelogSource(ReleasedFiles):
     """Files of updates that carry their own time and diff columns."""
 
     path: str = Field(min_length=1, description="Directory of the changelog files.")

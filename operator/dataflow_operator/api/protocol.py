@@ -28,6 +28,7 @@ __all__ = [
     "ReplicaPhase",
     "ReplicaReport",
     "ShutdownDurations",
+    "SourceReport",
 ]
 
 PROTOCOL_VERSION = "v1"
@@ -75,6 +76,27 @@ class ReplicaPhase(StrEnum):
     STOPPING = "Stopping"
 
 
+class SourceReport(ApiModel):
+    """How far one source's input is ingested durably, and what was released upstream."""
+
+    name: str = Field(description="The source's name in the spec.")
+    resumption_frontier: list[int] = Field(
+        default_factory=list,
+        description="Timestamp resumption frontier: a restart reads nothing below it from "
+        "the upstream ([] = closed).",
+    )
+    offset: int = Field(default=0, ge=0, description="Offset resumption frontier (files read).")
+    released_files: int = Field(default=0, ge=0, description="Files archived or deleted.")
+    ingested_rows: int = Field(default=0, ge=0, description="Rows in the ingested collection.")
+    ingested_bytes: int = Field(default=0, ge=0, description="Its bytes on storage.")
+    release_failures: int = Field(
+        default=0, ge=0, description="Failed releases so far (each is retried)."
+    )
+    last_release_error: str | None = Field(
+        default=None, description="Why the last release failed (it is retried)."
+    )
+
+
 class DataflowReport(ApiModel):
     """One dataflow as the replica maintains it."""
 
@@ -101,6 +123,9 @@ class DataflowReport(ApiModel):
         default=False,
         description="Dropped, and some of its Spark work is still stopping; it leaves the "
         "report once its last task has ended.",
+    )
+    sources: list[SourceReport] = Field(
+        default_factory=list, description="Its sources' ingestion and release (design 3)."
     )
 
 

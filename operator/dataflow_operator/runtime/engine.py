@@ -42,6 +42,7 @@ from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.expiry import expiration_of
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
 from dataflow_operator.runtime.metrics import ShutdownHistogram
+from dataflow_operator.runtime.release import Releaser, SourceReader
 from dataflow_operator.runtime.running import (
     DROPPED_MARKER,
     BatchOutput,
@@ -87,6 +88,9 @@ class EngineConfig:
     """Partitions of a new dataflow's state (a checkpoint keeps the number it began with)."""
     spark_log_level: str = "ERROR"
     """Unused since shutdowns no longer mute Spark (quiet per dataflow token); kept for callers."""
+    release_upstream: bool = False
+    """Release consumed source files (``cleanSource``): only a replica that is its own
+    cluster may (a local run); see :mod:`.release`."""
 
     @property
     def expiration(self) -> Timestamp | None:
@@ -130,6 +134,7 @@ class Engine:
         self._dropping: dict[str, tuple[RunningDataflow, threading.Event]] = {}
         self.shutdowns = ShutdownHistogram()
         self._listeners: list[BatchListener] = []
+        self.releaser = Releaser(release=config.release_upstream)
         spark.conf.set("spark.sql.streaming.pollingDelay", "50ms")
         # A recursion's iterations run as jobs (not local relations in the driver), so
         # cancelling its job group and future jobs ends even a divergent one.
@@ -200,7 +205,9 @@ class Engine:
                 if entry is None:
                     continue  # dropped by close(): reported as dropping below
                 if entry.running is not None:
-                    report = entry.running.report()
+                    report = entry.running.report().model_copy(
+                        update={"sources": self.releaser.reports(name)}
+                    )
                 else:
                     report = DataflowReport(
                         name=name, generation=entry.desired.generation, last_error=entry.error
@@ -284,6 +291,29 @@ class Engine:
                 if complete or first:  # a new dataflow hydrates in its first step
                     running.settle()
                 self._notify(running.name)
+            self.release_inputs()
+
+    def release_inputs(self, *, force: bool = False) -> None:
+        """Compact the sources' ingested collections and release consumed input upstream
+        (at most once a second unless ``force``); see :mod:`.release`."""
+        with self._lock:
+            readers = [
+                SourceReader(
+                    dataflow=name,
+                    source=source,
+                    index=index,
+                    logs=(layout := self._layout(name, entry.desired.spec)).source_logs(
+                        source.name
+                    ),
+                    checkpoint=layout.checkpoint,
+                )
+                for name, entry in self._entries.items()
+                for index, source in enumerate(entry.desired.spec.sources)
+            ]
+        try:
+            self.releaser.step(readers, force=force)
+        except Exception:  # never stops the dataflows: retried at the next step
+            log.exception("releasing source input failed; retrying")
 
     def run(
         self,
@@ -337,6 +367,7 @@ class Engine:
             self.step(last)  # the plan's end: the output complete up to its last time
             if after_batch is not None:
                 after_batch(self)
+        self.release_inputs(force=True)
         return EXIT_FAILED if self.failures() else EXIT_OK
 
     def held_inputs(self) -> list[tuple[str, str, HeldInput]]:
@@ -360,6 +391,7 @@ class Engine:
         """Stop emitting: mark the replica and its dataflows expired; the message."""
         expiration = self.config.expiration
         assert expiration is not None
+        self.release_inputs(force=True)  # what was read is ingested: release it now
         with self._lock:
             self.phase = ReplicaPhase.EXPIRED
             self.expired_at = now
@@ -418,6 +450,7 @@ class Engine:
     def _drop(self, name: str) -> None:
         """Drop at once (token, marker, jobs); stop the rest in the background."""
         entry = self._entries.pop(name, None)
+        self.releaser.forget(name)
         if entry is None or entry.running is None:
             log.info("dataflow dropped", dataflow=name)
             return
@@ -499,7 +532,10 @@ class Engine:
         if previous is not None and previous[1]:
             recorded = int(previous[1][0].get("until", -1))
             previous_until = None if recorded < 0 else recorded
-        inputs = [self._source_input(name, layout, source, until) for source in spec.sources]
+        inputs = [
+            self._source_input(name, layout, index, source, until)
+            for index, source in enumerate(spec.sources)
+        ]
         marker = {"dropped_marker": layout.root.child(DROPPED_MARKER).uri}  # sources stop on it
         inputs = [SourceInput(i.name, i.data_ddl, {**i.options, **marker}) for i in inputs]
         built = build_dataflow(
@@ -545,11 +581,12 @@ class Engine:
         layout.spec_file.write_text(fingerprint)
 
     def _source_input(
-        self, dataflow: str, layout: DataflowLayout, source: Source, until: Frontier
+        self, dataflow: str, layout: DataflowLayout, index: int, source: Source, until: Frontier
     ) -> SourceInput:
         expiration = str(-1 if until.lower is None else until.lower)
         options: dict[str, str] = {
             "log_dir": layout.source_logs(source.name).uri,
+            "source_index": str(index),
             "until": expiration,  # build_dataflow clears it when nothing is ever replayed
             "expiration": expiration,
             "clock": layout.clock.uri,

@@ -189,6 +189,7 @@ def execute(
         start_time=start,
         expiration_offset=offset,
         spark_log_level=spark_log_level,
+        release_upstream=True,  # a local run is its own cluster: nobody else reads its input
     )
     engine = Engine(session(), config, on_output=_Printer(out))
     expiration = config.expiration

@@ -12,9 +12,13 @@ Rows come out as a changelog: the data columns, ``__time`` and ``__diff``, plus 
 heartbeat row per batch (``__hb``) and the batch's time as a TIMESTAMP (``__bt``), which
 the engine's event-time watermark follows: the watermark is the inputs' frontier.
 
-When a restart raises ``until`` (a later expiration), the first batch also *replays*
-the input consumed before, with its original times, so that the updates the previous run
-dropped at its expiration are regenerated (see :mod:`.temporal_filter`).
+The tasks that read a ``table``, ``files`` or ``changelog`` source's new files also write
+what they emitted to the source's ingested collection (:mod:`.ingested`). When a restart
+raises ``until`` (a later expiration), the first batch also *replays* the input consumed
+before — from that collection, never from the upstream, whose files may be released by
+then — so that the updates the previous run dropped at its expiration are regenerated
+(see :mod:`.temporal_filter`). Offsets also carry the source's index in the spec
+(``source``), so that the engine finds each source's committed offset in the offset log.
 
 A ``changelog`` source carries its own times, so new input could move the upper past the
 dataflow's expiration. The reader never reads a file with a time at or past it: it holds
@@ -37,6 +41,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.clock import ClockFile
+from dataflow_operator.runtime.ingested import IngestedCollection, updates_table
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
 
@@ -44,12 +49,14 @@ __all__ = [
     "BATCH_TIME",
     "HEARTBEAT",
     "HELD_FILE",
+    "INGESTED_DIR",
     "RUNTIME_COLUMNS",
     "SOURCE_FORMAT",
     "ChangelogSource",
     "HeldInput",
     "SourceOptions",
     "list_data_files",
+    "read_files_log",
 ]
 
 SOURCE_FORMAT = "dataflow_changelog"
@@ -79,8 +86,15 @@ class SourceOptions:
         """The dataflow's expiration (``until`` only says how far a restart replays)."""
         self.time_column = options.get("time_column", "time")
         self.diff_column = options.get("diff_column", "diff")
+        self.index = int(options.get("source_index", "0"))
+        """The source's position in the spec (its offsets say it)."""
         marker = options.get("dropped_marker")
         self.dropped_marker = Location.of(marker) if marker else None
+
+    @property
+    def ingested(self) -> IngestedCollection:
+        """The source's ingested collection (beside its other logs)."""
+        return IngestedCollection(self.log_dir.child(INGESTED_DIR))
 
     def dropped(self) -> bool:
         """True once the dataflow was dropped (its token wrote the marker)."""
@@ -93,32 +107,60 @@ def _await_cancel() -> None:
     raise RuntimeError("dataflow dropped, and its task was not cancelled")
 
 
-class _Chunk(InputPartition):
-    """Files (or upstream parts) for one task, and whether it also emits the heartbeat.
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """One file a task reads.
 
-    Each item is ``(file, time, floor)``: ``time`` is the time of all its rows (``None``:
-    rows carry their own, as in changelogs and dataflow outputs), and own times below
-    ``floor`` are advanced to it (late updates).
+    ``time`` is the time of all its rows (``None``: rows carry their own, as in
+    changelogs, dataflow outputs and the ingested collection); own times below ``floor``
+    are advanced to it (late updates). ``stored``: a Parquet changelog written by the
+    runtime (``__time``/``__diff`` columns), not a user's file.
     """
 
+    uri: str
+    time: int | None
+    floor: int
+    stored: bool = False
+
+
+class _Chunk(InputPartition):
+    """Files for one task, whether it also emits the heartbeat, and where it records what
+    it read in the ingested collection (``None``: nothing to record, a replay)."""
+
     def __init__(
-        self, items: list[tuple[str, int | None, int]], batch_time: int, heartbeat: bool
+        self, items: list[_Item], batch_time: int, heartbeat: bool, ingest: str | None
     ) -> None:
         self.items = items
         self.batch_time = batch_time
         self.heartbeat = heartbeat
+        self.ingest = ingest
 
 
 FILES_PER_TASK = 8
 
 
-def _chunks(items: list[tuple[str, int | None, int]], batch_time: int) -> list[_Chunk]:
-    """Items split into tasks; the first task also emits the batch's heartbeat."""
-    groups = [items[i : i + FILES_PER_TASK] for i in range(0, len(items), FILES_PER_TASK)]
-    return [
-        _Chunk(group, batch_time, heartbeat=index == 0)
-        for index, group in enumerate(groups or [[]])
+def _groups(items: list[_Item]) -> list[list[_Item]]:
+    return [items[i : i + FILES_PER_TASK] for i in range(0, len(items), FILES_PER_TASK)]
+
+
+def _chunks(
+    new: list[_Item],
+    batch_time: int,
+    ingested: IngestedCollection | None = None,
+    seq: int = 0,
+    replay: list[_Item] | None = None,
+) -> list[_Chunk]:
+    """Tasks for the new items (each recording into ``ingested`` at offset ``seq``), then
+    for the replayed ones; the first task also emits the batch's heartbeat."""
+    chunks = [
+        _Chunk(group, batch_time, False, ingested.part(seq, n).uri if ingested else None)
+        for n, group in enumerate(_groups(new))
     ]
+    chunks += [_Chunk(group, batch_time, False, None) for group in _groups(replay or [])]
+    if not chunks:
+        return [_Chunk([], batch_time, True, None)]
+    chunks[0].heartbeat = True
+    return chunks
 
 
 class ChangelogReader(DataSourceStreamReader):
@@ -134,7 +176,13 @@ class ChangelogReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
         """Nothing read yet."""
         seq = -1 if self.options.kind == "dataflow" else 0
-        return {"upper": 0, "seq": seq, "until": self.options.until, **self._round({})}
+        return {
+            "upper": 0,
+            "seq": seq,
+            "until": self.options.until,
+            **self._round({}),
+            "source": self.options.index,
+        }
 
     def latestOffset(  # noqa: N802 - Spark's name
         self, start: dict[str, int] | None = None, limit: Any = None
@@ -142,7 +190,7 @@ class ChangelogReader(DataSourceStreamReader):
         """How far the source can be read now (and the clock's round: see
         :meth:`~dataflow_operator.runtime.clock.ClockFile.next_round`)."""
         start = start or self.initialOffset()
-        return {**self._latest(start), **self._round(start)}
+        return {**self._latest(start), **self._round(start), "source": self.options.index}
 
     def _latest(self, start: dict[str, int]) -> dict[str, int]:
         kind = self.options.kind
@@ -170,10 +218,6 @@ class ChangelogReader(DataSourceStreamReader):
             return {}
         return {"round": max(self.options.clock.round(), int(start.get("round", 0)))}
 
-    def commit(self, end: dict[str, int]) -> None:
-        """Spark has processed everything up to ``end``: record how far (design 3 seam)."""
-        self.options.log_dir.child("committed.json").write_text(json.dumps(end))
-
     # --- planning -------------------------------------------------------------------
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
@@ -182,57 +226,60 @@ class ChangelogReader(DataSourceStreamReader):
             return []
         batch_time = end["upper"] - 1
         kind = self.options.kind
-        items: list[tuple[str, int | None, int]] = []
         replay = start["until"] != NO_UNTIL and (
             end["until"] == NO_UNTIL or end["until"] > start["until"]
         )
         if kind == "dataflow":
             store = ChangelogStore(self.options.path)
-            if replay:
-                items += [(p.uri, None, 0) for _, p in store.parts(-1, start["seq"])]
+            old = store.parts(-1, start["seq"]) if replay else []
             new = store.parts(start["seq"], end["seq"])
-            items += [(p.uri, None, start["upper"]) for _, p in new]
-        else:
-            files = self._read_files_log()
-            own = kind == "changelog"
-            if replay:
-                times = self._ingest_times()
-                for index, name in enumerate(files[: start["seq"]]):
-                    time = None if own else times.get(index)
-                    if own or time is not None:
-                        items.append((self._full(name), time, 0))
-            if not own:
-                self._log_ingest(start["seq"], end["seq"], batch_time)
-            for name in files[start["seq"] : end["seq"]]:
-                items.append((self._full(name), None if own else batch_time, start["upper"]))
-        return _chunks(items, batch_time)
+            items = [_Item(p.uri, None, 0, True) for _, p in old]
+            items += [_Item(p.uri, None, start["upper"], True) for _, p in new]
+            return _chunks(items, batch_time)
+        ingested = self.options.ingested
+        old_files = ingested.files(start["seq"]) if replay else []
+        replayed = [_Item(f.uri, None, 0, True) for f in old_files]
+        own = kind == "changelog"
+        files = self._read_files_log()[start["seq"] : end["seq"]]
+        new_items = [
+            _Item(self._full(name), None if own else batch_time, start["upper"]) for name in files
+        ]
+        return _chunks(new_items, batch_time, ingested, end["seq"], replayed)
 
     # --- reading --------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """The rows of one chunk (or its heartbeat)."""
+        """The rows of one chunk (or its heartbeat); new input is also recorded in the
+        ingested collection before the task ends."""
         assert isinstance(partition, _Chunk)
         batch_ts = dt.datetime.fromtimestamp(partition.batch_time / 1000, tz=dt.UTC)
         if partition.heartbeat:
             yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
-        for file, time, floor in partition.items:
-            for count, (values, own_time, diff) in enumerate(self._updates(file, time)):
+        recorded: list[tuple[Any, ...]] = []
+        for item in partition.items:
+            for count, (values, own_time, diff) in enumerate(self._updates(item)):
                 if count % 4096 == 0 and self.options.dropped():
                     _await_cancel()  # emit nothing more; the batch is never committed
-                yield (*values, max(own_time, floor), diff, False, batch_ts)
+                update = (*values, max(own_time, item.floor), diff)
+                if partition.ingest is not None:
+                    recorded.append(update)
+                yield (*update, False, batch_ts)
+        if partition.ingest is not None and recorded:
+            Location(partition.ingest).write_parquet(updates_table(self.fields, recorded))
 
-    def _updates(self, file: str, time: int | None) -> Iterator[tuple[tuple[Any, ...], int, int]]:
-        kind = self.options.kind
-        if kind == "dataflow":
-            for record in _records(Location(file), "parquet"):
+    def _updates(self, item: _Item) -> Iterator[tuple[tuple[Any, ...], int, int]]:
+        if item.stored:
+            for record in _records(Location(item.uri), "parquet"):
                 yield (
                     convert_row(record, self.fields),
                     int(record[TIME]),
                     int(record[DIFF]),
                 )
             return
-        for number, record in enumerate(_records(Location(file), self.options.format), start=1):
-            where = f"{Location(file).name}: row {number}"
+        kind = self.options.kind
+        name = Location(item.uri).name
+        for number, record in enumerate(_records(Location(item.uri), self.options.format), 1):
+            where = f"{name}: row {number}"
             try:
                 values = convert_row(record, self.fields)
             except BadValue as error:
@@ -240,7 +287,7 @@ class ChangelogReader(DataSourceStreamReader):
             if kind == "changelog":
                 yield values, *self._time_and_diff(record, where)
             else:
-                yield values, time if time is not None else 0, 1
+                yield values, item.time if item.time is not None else 0, 1
 
     def _time_and_diff(self, record: dict[str, Any], where: str) -> tuple[int, int]:
         time_column, diff_column = self.options.time_column, self.options.diff_column
@@ -292,8 +339,7 @@ class ChangelogReader(DataSourceStreamReader):
         return self.options.path.child(name).uri
 
     def _read_files_log(self) -> list[str]:
-        text = self.options.log_dir.child("files.log").read_text_or_none() or ""
-        return [line for line in text.splitlines() if line]
+        return read_files_log(self.options.log_dir)
 
     def _sync_files(self) -> list[str]:
         """The files in the order they are consumed: the log, then any new ones."""
@@ -304,26 +350,15 @@ class ChangelogReader(DataSourceStreamReader):
             self.options.log_dir.child("files.log").append_text("".join(f"{n}\n" for n in new))
         return logged + new
 
-    def _log_ingest(self, first: int, end: int, time: int) -> None:
-        if end <= first:
-            return
-        if any(entry[1] == end for entry in self._ingest_entries()):
-            return
-        self.options.log_dir.child("ingest.log").append_text(json.dumps([first, end, time]) + "\n")
 
-    def _ingest_entries(self) -> list[list[int]]:
-        text = self.options.log_dir.child("ingest.log").read_text_or_none() or ""
-        return [json.loads(line) for line in text.splitlines() if line]
-
-    def _ingest_times(self) -> dict[int, int]:
-        """File index → the time at which it was ingested."""
-        times: dict[int, int] = {}
-        for first, end, time in self._ingest_entries():
-            for index in range(first, end):
-                times.setdefault(index, time)
-        return times
+def read_files_log(log_dir: Location) -> list[str]:
+    """The files a source has seen, in the order it reads them (its offsets count them)."""
+    text = log_dir.child("files.log").read_text_or_none() or ""
+    return [line for line in text.splitlines() if line]
 
 
+INGESTED_DIR = "ingested"
+"""The ingested collection's directory in a source's logs."""
 HELD_FILE = "held.json"
 """Where a changelog source records the input it holds back at the expiration."""
 

@@ -163,6 +163,18 @@ class Location:
         with fs.open_input_file(path) as file:
             yield from pq.ParquetFile(file).iter_batches()
 
+    def size(self) -> int:
+        """The file's size in bytes (0 when it is not there)."""
+        fs, path = self._fs()
+        info = fs.get_file_info(path)
+        return int(info.size or 0) if info.type == pafs.FileType.File else 0
+
+    def parquet_rows(self) -> int:
+        """A Parquet file's row count, from its footer."""
+        fs, path = self._fs()
+        with fs.open_input_file(path) as file:
+            return int(pq.ParquetFile(file).metadata.num_rows)
+
     def read_text_or_none(self) -> str | None:
         """The file's text, or ``None`` when it does not exist."""
         try:
@@ -222,6 +234,18 @@ class Location:
             fs.delete_file(path)
         elif self.local_path is None:
             fs.delete_dir_contents(path, missing_dir_ok=True)
+
+    def move_to(self, target: Location) -> None:
+        """Move the file to ``target`` (creating its directory); across filesystems it is
+        copied, then removed here."""
+        target.parent.make_dirs()
+        fs, path = self._fs()
+        target_fs, target_path = target._fs()
+        if fs is target_fs:
+            fs.move(path, target_path)
+            return
+        pafs.copy_files(path, target_path, source_filesystem=fs, destination_filesystem=target_fs)
+        fs.delete_file(path)
 
     def _renames_atomically(self) -> bool:
         return urlsplit(self.uri).scheme.lower() in ("file", "hdfs", "viewfs")

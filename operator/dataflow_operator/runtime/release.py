@@ -1,0 +1,224 @@
+"""Consumed source input released upstream, and the ingested collections compacted.
+
+After a step, the engine hands :class:`Releaser` every reader of a ``files``,
+``changelog`` or ``table`` source. For each it finds the source's offset in the batch
+Spark committed last (the offset log carries the source's index): the ingested
+collection holds everything read below it, durably, so
+
+- the **resumption frontier** is that batch's upper, and the **offset resumption
+  frontier** the files read by then (:mod:`dataflow_operator.core.resumption`);
+- the ingested collection is compacted below it (:meth:`IngestedCollection.compact`);
+- a directory with ``cleanSource: Archive`` or ``Delete`` releases the files that
+  **every** reader of it on this replica has read below its frontier — a directory read by
+  two dataflows only past the slower. A reader that has committed nothing holds all back.
+
+A failed release is a warning, a count in the source's report (and its metric) and a
+retry at the next release; it never stops a dataflow. Only a replica that is its own
+cluster (a local ``run``) releases: replicas of a cluster ingest on their own, so one
+may not release what another still needs.
+"""
+
+from __future__ import annotations
+
+import time as wall
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dataflow_operator.api.dataflow import CleanSource, Source, SourceKind
+from dataflow_operator.api.protocol import SourceReport
+from dataflow_operator.core.resumption import (
+    RemapEntry,
+    offset_resumption,
+    releasable,
+    resumption_frontier,
+)
+from dataflow_operator.core.time import Frontier
+from dataflow_operator.logs import get_logger
+from dataflow_operator.runtime.ingested import IngestedCollection, IngestedSize
+from dataflow_operator.runtime.layout import offsets_of
+from dataflow_operator.runtime.source_reader import INGESTED_DIR, read_files_log
+from dataflow_operator.runtime.storage import Location
+
+__all__ = ["Committed", "Releaser", "SourceReader", "committed_offsets"]
+
+log = get_logger(__name__)
+
+INGESTING = (SourceKind.TABLE, SourceKind.FILES, SourceKind.CHANGELOG)
+"""Kinds with an ingested collection."""
+RELEASE_INTERVAL = 1.0
+"""Seconds between releases (a step may be a tenth of that)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """A source's offset in the last batch Spark committed."""
+
+    seq: int
+    """Files (or changelog files) read."""
+    upper: int
+    """Every update below this time is read."""
+
+
+def committed_offsets(checkpoint: Location) -> dict[int, Committed]:
+    """Each source's offset (by index in the spec) in the last committed batch.
+
+    A source read twice by one query has two offsets; their meet is what is committed.
+    """
+    batches = [int(name) for name in checkpoint.child("commits").list() if name.isdigit()]
+    if not batches:
+        return {}
+    _, offsets = offsets_of(checkpoint, max(batches))
+    found: dict[int, Committed] = {}
+    for offset in offsets:
+        if "source" not in offset or "seq" not in offset:
+            continue
+        index, seq, upper = int(offset["source"]), int(offset["seq"]), int(offset["upper"])
+        if index in found:
+            seq, upper = min(seq, found[index].seq), min(upper, found[index].upper)
+        found[index] = Committed(seq, upper)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class SourceReader:
+    """One dataflow's reading of one source."""
+
+    dataflow: str
+    source: Source
+    index: int
+    """The source's position in the dataflow's spec."""
+    logs: Location
+    """The source's logs in the dataflow's state (files read, ingested collection)."""
+    checkpoint: Location
+
+    @property
+    def directory(self) -> Location | None:
+        """The directory it reads (``None`` for a kind without files)."""
+        settings = self.source.table or self.source.files or self.source.changelog
+        return None if settings is None else Location.of(settings.path)
+
+    @property
+    def clean(self) -> tuple[CleanSource, str | None]:
+        """Its ``cleanSource`` and ``archivePath`` (tables: never released, for now)."""
+        settings = self.source.files or self.source.changelog
+        if settings is None:
+            return CleanSource.OFF, None
+        return settings.clean_source, settings.archive_path
+
+
+@dataclass
+class _Progress:
+    committed: Committed | None = None
+    released: int = 0
+    failures: int = 0
+    error: str | None = None
+    size: IngestedSize | None = None
+    sized_at: float = field(default=-1e9)
+
+
+class Releaser:
+    """Releases and compacts after steps; see the module docstring."""
+
+    def __init__(self, *, release: bool) -> None:
+        self.release_upstream = release
+        self._progress: dict[tuple[str, str], _Progress] = {}
+        self._last = -1e9
+
+    def step(self, readers: Sequence[SourceReader], *, force: bool = False) -> None:
+        """Compact and release for ``readers`` (at most once a second unless ``force``)."""
+        now = wall.monotonic()
+        if not force and now - self._last < RELEASE_INTERVAL:
+            return
+        self._last = now
+        readers = [r for r in readers if r.source.kind in INGESTING]
+        consumed: dict[str, list[tuple[SourceReader, list[str]]]] = {}
+        for reader in readers:
+            progress = self._progress.setdefault((reader.dataflow, reader.source.name), _Progress())
+            progress.committed = committed_offsets(reader.checkpoint).get(reader.index)
+            ingested = IngestedCollection(reader.logs.child(INGESTED_DIR))
+            files = read_files_log(reader.logs)
+            seq = self._offset(progress.committed)
+            if progress.committed is not None:
+                compacted = ingested.compact(seq, progress.committed.upper - 1)
+                if compacted or now - progress.sized_at > 10 * RELEASE_INTERVAL or force:
+                    progress.size, progress.sized_at = ingested.size(), now
+            directory = reader.directory
+            assert directory is not None
+            consumed.setdefault(directory.uri, []).append((reader, files[:seq]))
+        if self.release_upstream:
+            for group in consumed.values():
+                self._release(group)
+
+    @staticmethod
+    def _offset(committed: Committed | None) -> int:
+        if committed is None:
+            return 0
+        frontier = resumption_frontier([Frontier.at(committed.upper)])
+        return offset_resumption([RemapEntry(committed.seq, committed.upper)], frontier)
+
+    def _release(self, group: list[tuple[SourceReader, list[str]]]) -> None:
+        settings = {reader.clean for reader, _ in group}
+        if len(settings) != 1:
+            return  # readers disagree on what to do with the files: keep them
+        clean, archive = settings.pop()
+        if clean is CleanSource.OFF:
+            return
+        directory = group[0][0].directory
+        assert directory is not None
+        present = set(directory.list())
+        names = sorted(releasable([files for _, files in group]) & present)
+        released, error = 0, None
+        for name in names:
+            try:
+                file = directory.child(name)
+                if clean is CleanSource.DELETE:
+                    file.delete()
+                else:
+                    assert archive is not None
+                    file.move_to(Location.of(archive).child(name))
+                released += 1
+            except OSError as failure:
+                error = f"{clean.value.lower()} {name}: {failure}"
+                break
+        for reader, _ in group:
+            progress = self._progress[(reader.dataflow, reader.source.name)]
+            progress.released += released
+            if error is not None:
+                progress.failures += 1
+                progress.error = error
+            elif names:
+                progress.error = None
+        if error is not None:
+            log.warning(
+                "source input not released; retrying",
+                directory=str(directory),
+                error=error,
+                dataflows=sorted({reader.dataflow for reader, _ in group}),
+            )
+
+    def reports(self, dataflow: str) -> list[SourceReport]:
+        """The sources of ``dataflow`` that ingest files, as last seen."""
+        reports = []
+        for (name, source), progress in sorted(self._progress.items()):
+            if name != dataflow:
+                continue
+            committed = progress.committed
+            size = progress.size or IngestedSize(0, 0, 0)
+            reports.append(
+                SourceReport(
+                    name=source,
+                    resumption_frontier=[0 if committed is None else committed.upper],
+                    offset=self._offset(committed),
+                    released_files=progress.released,
+                    ingested_rows=size.rows,
+                    ingested_bytes=size.bytes,
+                    release_failures=progress.failures,
+                    last_release_error=progress.error,
+                )
+            )
+        return reports
+
+    def forget(self, dataflow: str) -> None:
+        """Drop what is known of a dataflow that is no longer installed."""
+        for key in [key for key in self._progress if key[0] == dataflow]:
+            del self._progress[key]
