@@ -7,7 +7,12 @@ import math
 import pytest
 
 from dataflow_operator.api.dataflow import NodeStatus
-from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
+from dataflow_operator.api.protocol import (
+    DataflowReport,
+    ReplicaPhase,
+    ReplicaReport,
+    SourceReport,
+)
 from dataflow_operator.runtime.metrics import ShutdownHistogram, render_metrics
 
 parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client parses")
@@ -91,3 +96,27 @@ def test_shutdown_durations_render_as_a_prometheus_histogram() -> None:
     assert samples[(f"{name}_count", (("replica", "r1"),))] == 5
     assert samples[(f"{name}_sum", (("replica", "r1"),))] == pytest.approx(122.15)
     assert samples[("dataflow_dropping", (("dataflow", "going"), ("replica", "r1")))] == 1
+
+
+def test_sources_render_their_ingestion_and_release() -> None:
+    source = SourceReport(
+        name="events",
+        resumption_frontier=[1_700_000_000_000],
+        offset=3,
+        released_files=2,
+        ingested_rows=10,
+        ingested_bytes=2048,
+        release_failures=1,
+    )
+    report = ReplicaReport(
+        start_time=0,
+        phase=ReplicaPhase.RUNNING,
+        dataflows=[DataflowReport(name="d", sources=[source])],
+    )
+    samples = _samples(render_metrics(report, 0, {"replica": "r1"}))
+    labels = (("dataflow", "d"), ("replica", "r1"), ("source", "events"))
+    assert samples[("dataflow_source_resumption_frontier_seconds", labels)] == 1_700_000_000
+    assert samples[("dataflow_source_ingested_rows", labels)] == 10
+    assert samples[("dataflow_source_ingested_bytes", labels)] == 2048
+    assert samples[("dataflow_source_released_files", labels)] == 2
+    assert samples[("dataflow_source_release_failures", labels)] == 1

@@ -23,6 +23,7 @@ from dataflow_operator.api.protocol import (
     ReplicaPhase,
     ReplicaReport,
     ShutdownDurations,
+    SourceReport,
 )
 
 __all__ = ["CONTENT_TYPE", "METRICS", "SHUTDOWN_BUCKETS", "ShutdownHistogram", "render_metrics"]
@@ -65,6 +66,22 @@ METRICS = {
     "expired": _Metric("dataflow_expired", "1 once the dataflow stopped at its expiration."),
     "failing": _Metric("dataflow_failing", "1 while the dataflow reports an error."),
     "dropping": _Metric("dataflow_dropping", "1 while a dropped dataflow's work is stopping."),
+    "source_frontier": _Metric(
+        "dataflow_source_resumption_frontier_seconds",
+        "A source's resumption frontier (epoch s): a restart reads nothing below it upstream.",
+    ),
+    "source_rows": _Metric(
+        "dataflow_source_ingested_rows", "Rows in a source's ingested collection."
+    ),
+    "source_bytes": _Metric(
+        "dataflow_source_ingested_bytes", "Bytes of a source's ingested collection."
+    ),
+    "source_released": _Metric(
+        "dataflow_source_released_files", "Files of a source archived or deleted upstream."
+    ),
+    "source_failures": _Metric(
+        "dataflow_source_release_failures", "Failed releases of a source's files (retried)."
+    ),
     "shutdown": _Metric(
         "dataflow_shutdown_duration_seconds",
         "Time from a dataflow's drop to its last Spark task ending.",
@@ -128,6 +145,15 @@ def _dataflow_samples(flow: DataflowReport, now_ms: int) -> Iterable[tuple[str, 
     yield "dropping", float(flow.dropping)
 
 
+def _source_samples(source: SourceReport) -> Iterable[tuple[str, float]]:
+    frontier = min(source.resumption_frontier) / 1000 if source.resumption_frontier else math.inf
+    yield "source_frontier", frontier
+    yield "source_rows", float(source.ingested_rows)
+    yield "source_bytes", float(source.ingested_bytes)
+    yield "source_released", float(source.released_files)
+    yield "source_failures", float(source.release_failures)
+
+
 class _ReportCollector(Collector):
     """The metrics of one report, as ``prometheus_client`` metric families."""
 
@@ -158,6 +184,11 @@ class _ReportCollector(Collector):
                 if key not in families:
                     families[key] = self._gauge(key, ("dataflow",))
                 families[key].add_metric([*common, flow.name], value)
+            for source in flow.sources:
+                for key, value in _source_samples(source):
+                    if key not in families:
+                        families[key] = self._gauge(key, ("dataflow", "source"))
+                    families[key].add_metric([*common, flow.name, source.name], value)
         for key in METRICS:
             if key in families and families[key].samples:
                 yield families[key]

@@ -1,0 +1,167 @@
+"""Releasing consumed files and compacting ingested collections, on state written by hand
+(Spark's commit and offset logs as the engine reads them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+
+from dataflow_operator.api.dataflow import Source
+from dataflow_operator.core.changelog import DIFF, TIME
+from dataflow_operator.runtime.ingested import IngestedCollection
+from dataflow_operator.runtime.release import Releaser, SourceReader, committed_offsets
+from dataflow_operator.runtime.storage import Location
+
+FILES = ["a.json", "b.json", "c.json"]
+
+
+def _source(directory: Path, clean: str = "Delete", archive: Path | None = None) -> Source:
+    files = {"path": str(directory), "format": "json", "schema": "id INT", "cleanSource": clean}
+    if archive is not None:
+        files["archivePath"] = str(archive)
+    return Source.model_validate({"name": "events", "files": files})
+
+
+def _reader(root: Path, name: str, source: Source, committed: int | None) -> SourceReader:
+    """A reader whose files log lists FILES and whose last committed batch read ``committed``."""
+    state = root / name
+    logs = state / "sources" / "events"
+    logs.mkdir(parents=True)
+    (logs / "files.log").write_text("".join(f"{f}\n" for f in FILES))
+    checkpoint = state / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "commits").mkdir()
+    if committed is not None:
+        offset = {"upper": 1000 + committed, "seq": committed, "until": -1, "source": 0}
+        other = {"upper": 5, "seq": 0, "until": -1, "source": 1}
+        (checkpoint / "offsets" / "3").write_text(
+            f"v1\n{{}}\n{json.dumps(other)}\n{json.dumps(offset)}\n"
+        )
+        (checkpoint / "commits" / "3").write_text("v1\n{}\n")
+        # A batch planned but not committed yet does not count.
+        later = {**offset, "seq": len(FILES)}
+        (checkpoint / "offsets" / "4").write_text(f"v1\n{{}}\n{json.dumps(later)}\n")
+    return SourceReader(name, source, 0, Location.of(logs), Location.of(checkpoint))
+
+
+def _upstream(tmp_path: Path) -> Path:
+    directory = tmp_path / "upstream"
+    directory.mkdir()
+    for name in FILES:
+        (directory / name).write_text('{"id": 1}\n')
+    return directory
+
+
+def test_the_committed_offset_is_the_last_committed_batch_s_by_source_index(
+    tmp_path: Path,
+) -> None:
+    reader = _reader(tmp_path, "d", _source(tmp_path), committed=2)
+    found = committed_offsets(reader.checkpoint)
+    assert (found[0].seq, found[0].upper) == (2, 1002)
+    assert (found[1].seq, found[1].upper) == (0, 5)
+
+
+def test_released_files_are_exactly_those_below_the_frontier(tmp_path: Path) -> None:
+    upstream = _upstream(tmp_path)
+    reader = _reader(tmp_path, "d", _source(upstream), committed=2)
+    releaser = Releaser(release=True)
+    releaser.step([reader], force=True)
+    assert sorted(p.name for p in upstream.iterdir()) == ["c.json"]
+    (report,) = releaser.reports("d")
+    assert (report.offset, report.released_files, report.resumption_frontier) == (2, 2, [1002])
+
+
+def test_a_directory_read_by_two_dataflows_is_released_past_the_slower(tmp_path: Path) -> None:
+    upstream = _upstream(tmp_path)
+    fast = _reader(tmp_path, "fast", _source(upstream), committed=3)
+    slow = _reader(tmp_path, "slow", _source(upstream), committed=1)
+    Releaser(release=True).step([fast, slow], force=True)
+    assert sorted(p.name for p in upstream.iterdir()) == ["b.json", "c.json"]
+
+
+def test_a_reader_that_committed_nothing_holds_everything_back(tmp_path: Path) -> None:
+    upstream = _upstream(tmp_path)
+    done = _reader(tmp_path, "done", _source(upstream), committed=3)
+    new = _reader(tmp_path, "new", _source(upstream), committed=None)
+    Releaser(release=True).step([done, new], force=True)
+    assert sorted(p.name for p in upstream.iterdir()) == FILES
+
+
+def test_readers_that_disagree_on_clean_source_keep_the_files(tmp_path: Path) -> None:
+    upstream = _upstream(tmp_path)
+    deleting = _reader(tmp_path, "x", _source(upstream), committed=3)
+    keeping = _reader(tmp_path, "y", _source(upstream, clean="Off"), committed=3)
+    Releaser(release=True).step([deleting, keeping], force=True)
+    assert sorted(p.name for p in upstream.iterdir()) == FILES
+
+
+def test_a_replica_that_is_not_its_own_cluster_releases_nothing(tmp_path: Path) -> None:
+    upstream = _upstream(tmp_path)
+    reader = _reader(tmp_path, "d", _source(upstream), committed=3)
+    releaser = Releaser(release=False)
+    releaser.step([reader], force=True)
+    assert sorted(p.name for p in upstream.iterdir()) == FILES
+    assert releaser.reports("d")[0].offset == 3  # the frontier is still reported
+
+
+def test_archive_keeps_the_name_and_a_failure_is_counted_then_retried(tmp_path: Path) -> None:
+    upstream = _upstream(tmp_path)
+    archive = tmp_path / "archive"
+    archive.write_text("not a directory")
+    reader = _reader(tmp_path, "d", _source(upstream, "Archive", archive), committed=1)
+    releaser = Releaser(release=True)
+    releaser.step([reader], force=True)
+    (report,) = releaser.reports("d")
+    assert (report.release_failures, report.released_files) == (1, 0)
+    assert report.last_release_error is not None and "a.json" in report.last_release_error
+    assert (upstream / "a.json").exists()
+
+    archive.unlink()
+    releaser.step([reader], force=True)
+    (report,) = releaser.reports("d")
+    assert (report.release_failures, report.released_files) == (1, 1)
+    assert report.last_release_error is None
+    assert (archive / "a.json").read_text() == '{"id": 1}\n'
+    assert not (upstream / "a.json").exists()
+
+
+def _updates(rows: list[tuple[int, int, int]]) -> pa.Table:
+    ids, times, diffs = zip(*rows, strict=True)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int32()),
+            TIME: pa.array(times, pa.int64()),
+            DIFF: pa.array(diffs, pa.int64()),
+        }
+    )
+
+
+def test_compaction_consolidates_below_since_and_keeps_later_parts(tmp_path: Path) -> None:
+    collection = IngestedCollection(Location.of(tmp_path / "ingested"))
+    collection.part(1, 0).write_parquet(_updates([(1, 10, 1), (2, 10, 1)]))
+    collection.part(2, 0).write_parquet(_updates([(1, 20, -1), (3, 20, 1)]))
+    collection.part(3, 0).write_parquet(_updates([(4, 30, 1)]))
+    assert not collection.compact(2, since=25, after=3)  # two parts wait: not yet
+    assert collection.compact(2, since=25, after=2)
+    names = sorted(p.name for p in (tmp_path / "ingested").iterdir())
+    assert names == ["part-000000000003-00000.parquet", "snapshot-000000000002.parquet"]
+    everything = collection.read(3)
+    assert everything is not None
+    rows = sorted(zip(*(everything[c].to_pylist() for c in ("id", TIME, DIFF)), strict=True))
+    assert rows == [(2, 25, 1), (3, 25, 1), (4, 30, 1)]  # 1 cancelled out
+    assert collection.size().rows == 3
+
+
+def test_an_interrupted_compaction_leaves_files_that_are_ignored(tmp_path: Path) -> None:
+    collection = IngestedCollection(Location.of(tmp_path / "ingested"))
+    collection.part(1, 0).write_parquet(_updates([(1, 10, 1)]))
+    collection.part(2, 0).write_parquet(_updates([(2, 20, 1)]))
+    collection.location.child("snapshot-000000000001.parquet").write_parquet(
+        _updates([(1, 15, 1)])
+    )  # written; part 1 not removed yet
+    assert [f.name for f in collection.files(2)] == [
+        "snapshot-000000000001.parquet",
+        "part-000000000002-00000.parquet",
+    ]
