@@ -1,12 +1,14 @@
 """Benchmark: a long run with bounded live contents keeps a flat state location.
 
-A ``files`` source with ``cleanSource: Delete`` gets one new file of ``--rows`` rows per
-batch (each row's ``event_ts`` is the batch's time), and a dataflow keeps the last
-``--window`` days of them: ``WHERE mz_now() <= event_ts + INTERVAL 'N days'``. The clock
-is simulated, one day per batch, ``--batches`` batches (default 1,000); the replica
-releases consumed files as a local run does. Every ``--every`` batches it prints the
-state location's size (all of it, and the sources' ingested collections), the files left
-upstream, and the median batch time since the last line.
+A ``changelog`` source with ``cleanSource: Delete`` gets one new file per batch: ``--rows``
+inserts at the batch's time, and the deletes of the rows inserted ``--window`` batches
+before, so the source's live contents stay at ``rows × window`` rows while its history
+grows. A dataflow keeps a 30-day temporal window of them (``WHERE mz_now() <= event_ts +
+INTERVAL '30 days'``), an Index. The clock is simulated, one day per batch, ``--batches``
+batches (default 1,000); the replica releases consumed files as a local run does. Every
+``--every`` batches it prints the state location's size (all of it; the sources' ingested
+collections; the output changelog), the files left upstream, the Index's rows and the
+median step time since the last line.
 
     .venv/bin/python bench/input_reliance.py [--batches N] [--rows N] [--window D]
         [--every N]
@@ -34,12 +36,17 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def _update(batch: int, index: int, event: int, time: int, diff: int) -> str:
+    row = {"id": batch * 1000 + index, "event_ts": format_timestamp(event)}
+    return json.dumps({**row, "time": time, "diff": diff})
+
+
 def main() -> None:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=10)
-    parser.add_argument("--window", type=int, default=7)
+    parser.add_argument("--window", type=int, default=7, help="batches a row lives")
     parser.add_argument("--every", type=int, default=100)
     args = parser.parse_args()
 
@@ -57,7 +64,7 @@ def main() -> None:
             "sources": [
                 {
                     "name": "events",
-                    "files": {
+                    "changelog": {
                         "path": str(upstream),
                         "format": "json",
                         "schema": "id BIGINT, event_ts TIMESTAMP",
@@ -66,24 +73,25 @@ def main() -> None:
                 }
             ],
             "sql": "SELECT id, event_ts FROM events "
-            f"WHERE mz_now() <= event_ts + INTERVAL '{args.window} days'",
+            "WHERE mz_now() <= event_ts + INTERVAL '30 days'",
         }
     )
     spark = spark_session(master="local[2]", app_name="bench-input-reliance")
     engine = Engine(spark, EngineConfig(state, T, release_upstream=True))
     print(
         f"{'batch':>6} {'state KiB':>10} {'ingested KiB':>13} {'ingested rows':>14} "
-        f"{'upstream files':>15} {'live rows':>10} {'batch ms (median)':>18}"
+        f"{'changelog KiB':>14} {'upstream files':>15} {'index rows':>11} "
+        f"{'step ms (median)':>17}"
     )
     try:
         assert not engine.apply(dataflows_from([("window", spec)])).failed
         durations: list[float] = []
         for batch in range(1, args.batches + 1):
             now = T + batch * DAY
-            rows = [
-                json.dumps({"id": batch * args.rows + i, "event_ts": format_timestamp(now)})
-                for i in range(args.rows)
-            ]
+            rows = [_update(batch, i, now, now, 1) for i in range(args.rows)]
+            if batch > args.window:
+                then = T + (batch - args.window) * DAY
+                rows += [_update(batch - args.window, i, then, now, -1) for i in range(args.rows)]
             (upstream / f"{batch:06d}.json").write_text("\n".join(rows) + "\n")
             started = time.perf_counter()
             engine.step(now)
@@ -94,10 +102,12 @@ def main() -> None:
                 ingested = sum(s.ingested_bytes for s in sources)
                 rows_in = sum(s.ingested_rows for s in sources)
                 live = sum(row[-1] for row in engine.peek("window").rows)
+                changelog = _size(state / "dataflows" / "window" / "changelog")
                 print(
                     f"{batch:>6} {_size(state) / 1024:>10.0f} {ingested / 1024:>13.1f} "
-                    f"{rows_in:>14} {len(list(upstream.iterdir())):>15} {live:>10} "
-                    f"{statistics.median(durations):>18.0f}",
+                    f"{rows_in:>14} {changelog / 1024:>14.0f} "
+                    f"{len(list(upstream.iterdir())):>15} {live:>11} "
+                    f"{statistics.median(durations):>17.0f}",
                     flush=True,
                 )
                 durations.clear()

@@ -10,8 +10,14 @@ import pyarrow as pa
 
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.changelog import DIFF, TIME
+from dataflow_operator.runtime.changelog_store import ChangelogStore
 from dataflow_operator.runtime.ingested import IngestedCollection
-from dataflow_operator.runtime.release import Releaser, SourceReader, committed_offsets
+from dataflow_operator.runtime.release import (
+    Releaser,
+    SourceReader,
+    committed_offsets,
+    compact_output,
+)
 from dataflow_operator.runtime.storage import Location
 
 FILES = ["a.json", "b.json", "c.json"]
@@ -165,3 +171,31 @@ def test_an_interrupted_compaction_leaves_files_that_are_ignored(tmp_path: Path)
         "snapshot-000000000001.parquet",
         "part-000000000002-00000.parquet",
     ]
+
+
+def _store_with_batches(root: Path, batches: int) -> ChangelogStore:
+    store = ChangelogStore(root / "changelog")
+    for batch in range(batches):
+        # Each batch inserts its row and deletes the previous batch's.
+        rows = [(batch, batch * 10, 1)] + ([(batch - 1, batch * 10, -1)] if batch else [])
+        store.write(batch, _updates(rows), upper=batch * 10 + 1)
+    return store
+
+
+def test_an_output_changelog_keeps_its_last_batches_and_a_snapshot(tmp_path: Path) -> None:
+    store = _store_with_batches(tmp_path, 150)
+    assert compact_output(store, downstream=[], keep=100) == 49
+    names = [file.name for _, file in store.parts()]
+    assert names[0] == "snapshot-000000000049.parquet"
+    assert len(names) == 101  # the snapshot, then batches 50..149 as written
+    snapshot = store.read(-1, 49)
+    assert snapshot is not None
+    assert snapshot.to_pylist() == [{"id": 49, TIME: 490, DIFF: 1}]  # the contents at 49
+    assert store.consolidated(1490)[1] == [[149, 1]]  # the same contents as before
+    assert compact_output(store, downstream=[], keep=100) is None  # nothing new to merge
+
+
+def test_an_output_changelog_is_not_compacted_past_a_downstream_reader(tmp_path: Path) -> None:
+    store = _store_with_batches(tmp_path, 150)
+    assert compact_output(store, downstream=[30, 120], keep=100) == 30
+    assert compact_output(_store_with_batches(tmp_path / "b", 150), downstream=[-1]) is None

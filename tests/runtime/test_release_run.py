@@ -12,8 +12,10 @@ from pyspark.sql import SparkSession
 from tests.runtime.runs import DAY, LAST_30_DAYS_SQL, T, dataflow_manifest, run_replica
 from tests.runtime.runs import write_manifests as write
 
+from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
 from dataflow_operator.core.time import format_timestamp
+from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
 
 pytestmark = pytest.mark.spark
 
@@ -112,3 +114,30 @@ def test_a_failed_archive_is_retried_and_never_stops_the_dataflow(
     assert not file.exists()
     assert (archive / "a.json").exists()
     assert fixed.dataflow("kept")["sources"][0]["releasedFiles"] == 1
+
+
+def test_a_changed_spec_reads_what_was_released_from_the_ingested_collection(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    events = tmp_path / "events"
+    file = _event(events, "a.json", "hello")
+    source = _files_source(events, cleanSource="Delete")
+
+    def spec(sql: str) -> DataflowSpec:
+        return DataflowSpec.model_validate(
+            {"cluster": "c", "kind": "Index", "sources": [source], "sql": sql}
+        )
+
+    engine = Engine(spark, EngineConfig(tmp_path / "state", T, release_upstream=True))
+    try:
+        assert not engine.apply(dataflows_from([("d", spec("SELECT content FROM events"))])).failed
+        engine.step(T)
+        engine.release_inputs(force=True)
+        assert not file.exists()
+        _event(events, "b.json", "world")  # arrives after the release
+        changed = spec("SELECT upper(content) AS loud FROM events")
+        assert not engine.apply(dataflows_from([("d", changed)])).failed
+        engine.step(T + DAY)
+        assert sorted(row[0] for row in engine.peek("d").rows) == ["HELLO", "WORLD"]
+    finally:
+        engine.close()

@@ -11,7 +11,12 @@ Layout of a store directory (owned by the runtime):
   (written by the executors, one per task that had updates): the updates one batch
   emitted (data columns, ``__time``, ``__diff``); each part is whole or absent;
 - ``_upper.json``: ``{"upper": ms, "batch": n}``, replaced atomically after the part:
-  every update at a time ``< upper`` is in the parts of batches ``<= batch``.
+  every update at a time ``< upper`` is in the parts of batches ``<= batch``;
+- ``snapshot-<batch>.parquet``: the consolidation of every part up to ``batch`` (times
+  advanced to a ``since``), once :meth:`ChangelogStore.compact` has run: it stands for
+  those parts, so the store's size follows the output's contents, not its history. Only
+  a reader positioned at or past ``batch`` reads on exactly; one behind it must start
+  over (the engine compacts only below every reader it knows of).
 
 Downstream dataflows read it as a stream (a ``dataflow`` source), MaterializedViews use it
 as their sink, and an Index's contents are its consolidation.
@@ -66,12 +71,24 @@ class StoreUpper:
 
 PART_PREFIX = "part-"
 PART_SUFFIX = ".parquet"
+SNAPSHOT_PREFIX = "snapshot-"
 
 
 def part_name(batch: int, task: int | None = None) -> str:
     """The file name of one batch's updates (``task``: one of several writers' share)."""
     suffix = "" if task is None else f"-{task:05d}"
     return f"{PART_PREFIX}{batch:012d}{suffix}{PART_SUFFIX}"
+
+
+def _snapshot_name(batch: int) -> str:
+    return f"{SNAPSHOT_PREFIX}{batch:012d}{PART_SUFFIX}"
+
+
+def _snapshot_batch(name: str) -> int | None:
+    if not (name.startswith(SNAPSHOT_PREFIX) and name.endswith(PART_SUFFIX)):
+        return None
+    digits = name[len(SNAPSHOT_PREFIX) : -len(PART_SUFFIX)]
+    return int(digits) if digits.isdigit() else None
 
 
 def part_batch(name: str) -> int | None:
@@ -124,18 +141,48 @@ class ChangelogStore:
         self.location.child(UPPER_FILE).write_text(json.dumps({"upper": upper, "batch": batch}))
 
     def parts(self, after: int = -1, upto: int | None = None) -> list[tuple[int, Location]]:
-        """``(batch, file)`` of the parts with ``after < batch <= upto``, in batch order."""
+        """``(batch, file)`` of the parts with ``after < batch <= upto``, in batch order;
+        a snapshot in that range stands for the parts up to its batch."""
         if upto is None:
             recorded = self.read_upper()
             if recorded is None:
                 return []
             upto = recorded.batch
+        names = self.location.list()
+        snapshots = [b for n in names if (b := _snapshot_batch(n)) is not None and b <= upto]
+        base = max(snapshots, default=-1)
         found = []
-        for name in self.location.list():
+        if base > after:
+            found.append((base, self.location.child(_snapshot_name(base))))
+        for name in names:
             batch = part_batch(name)
-            if batch is not None and after < batch <= upto:
+            if batch is not None and max(after, base) < batch <= upto:
                 found.append((batch, self.location.child(name)))
         return sorted(found, key=lambda item: (item[0], item[1].uri))
+
+    def compact(self, upto: int, since: int | None = None) -> bool:
+        """Consolidate the parts up to batch ``upto`` into a snapshot at time ``since``
+        (default: the newest time they hold); True when there was more than one file.
+
+        ``since`` must be at or below every time a reader still distinguishes (each
+        subscriber's last complete time, each restart's watermark); the snapshot is
+        written before the files it replaces are removed, and :meth:`parts` prefers it.
+        """
+        files = self.parts(-1, upto)
+        if len(files) < 2:
+            return False
+        table = self.read(-1, upto)
+        if table is None:
+            return False
+        if since is None:
+            since = int(pc.max(table[TIME]).as_py() or 0)
+        advanced = pc.max_element_wise(table[TIME], pa.scalar(since, table.schema.field(TIME).type))
+        merged = consolidate(table.set_column(table.column_names.index(TIME), TIME, advanced))
+        self.location.child(_snapshot_name(upto)).write_parquet(merged)
+        for _, file in files:
+            if file.name != _snapshot_name(upto):
+                file.delete()
+        return True
 
     def read(self, after: int = -1, upto: int | None = None) -> pa.Table | None:
         """All updates of the parts with ``after < batch <= upto``, or ``None`` if none."""

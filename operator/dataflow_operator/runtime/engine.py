@@ -42,7 +42,12 @@ from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.expiry import expiration_of
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
 from dataflow_operator.runtime.metrics import ShutdownHistogram
-from dataflow_operator.runtime.release import Releaser, SourceReader
+from dataflow_operator.runtime.release import (
+    Releaser,
+    SourceReader,
+    committed_offsets,
+    compact_output,
+)
 from dataflow_operator.runtime.running import (
     DROPPED_MARKER,
     BatchOutput,
@@ -64,6 +69,8 @@ log = get_logger(__name__)
 
 KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 RECURSION_LOCAL_RELATION = "spark.sql.cteRecursionAnchorRowsLimitToConvertToLocalRelation"
+SOURCE_FILE = "source.json"
+"""The source's settings its logs were made with (in its log directory)."""
 CLOSE_TIMEOUT = 10.0
 """How long closing the engine waits for the dataflows' Spark work to stop."""
 
@@ -183,7 +190,7 @@ class Engine:
                     restarted.add(name)  # its output starts over: so do its readers
                 if upstream_restarted:
                     # Its input starts over (a new upstream changelog): so does it.
-                    _remove(layout)
+                    _remove(layout, keep=wanted[name].spec.sources)
                 error = self._install(catalog, wanted[name])
                 (result.reinstalled if entry is not None else result.installed).append(name)
                 if error is not None:
@@ -310,10 +317,28 @@ class Engine:
                 for name, entry in self._entries.items()
                 for index, source in enumerate(entry.desired.spec.sources)
             ]
+            outputs = [
+                (entry.running.store, self._downstream(name))
+                for name, entry in self._entries.items()
+                if entry.running is not None and entry.running.settings.layout.sink is None
+            ]
         try:
-            self.releaser.step(readers, force=force)
+            if self.releaser.step(readers, force=force):
+                for store, downstream in outputs:
+                    compact_output(store, downstream)
         except Exception:  # never stops the dataflows: retried at the next step
             log.exception("releasing source input failed; retrying")
+
+    def _downstream(self, upstream: str) -> list[int]:
+        """The batches of ``upstream``'s changelog each dataflow reading it has committed."""
+        positions = []
+        for name, entry in self._entries.items():
+            for index, source in enumerate(entry.desired.spec.sources):
+                if source.dataflow is not None and source.dataflow.name == upstream:
+                    checkpoint = self._layout(name, entry.desired.spec).checkpoint
+                    committed = committed_offsets(checkpoint).get(index)
+                    positions.append(-1 if committed is None else committed.seq)
+        return positions
 
     def run(
         self,
@@ -576,7 +601,7 @@ class Engine:
         if recorded == fingerprint:
             return
         if recorded is not None:
-            _remove(layout)
+            _remove(layout, keep=spec.sources)
         layout.root.make_dirs()
         layout.spec_file.write_text(fingerprint)
 
@@ -584,8 +609,10 @@ class Engine:
         self, dataflow: str, layout: DataflowLayout, index: int, source: Source, until: Frontier
     ) -> SourceInput:
         expiration = str(-1 if until.lower is None else until.lower)
+        logs = layout.source_logs(source.name)
+        logs.child(SOURCE_FILE).write_text(source.model_dump_json(by_alias=True))
         options: dict[str, str] = {
-            "log_dir": layout.source_logs(source.name).uri,
+            "log_dir": logs.uri,
             "source_index": str(index),
             "until": expiration,  # build_dataflow clears it when nothing is ever replayed
             "expiration": expiration,
@@ -649,9 +676,24 @@ class Engine:
         return spec.refresh.schedule().round_down(time)
 
 
-def _remove(layout: DataflowLayout) -> None:
-    """Remove a dataflow's state and its sink's contents (it starts over)."""
-    layout.root.delete()
+def _remove(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:
+    """Remove a dataflow's state and its sink's contents (it starts over).
+
+    The logs of the sources in ``keep`` that were read with the same settings stay: their
+    ingested collections hold what was read, and may have been released upstream since.
+    """
+    kept = {
+        source.name
+        for source in keep
+        if layout.source_logs(source.name).child(SOURCE_FILE).read_text_or_none()
+        == source.model_dump_json(by_alias=True)
+    }
+    for name in layout.root.list(directories=True) + layout.root.list():
+        if name != "sources":
+            layout.root.child(name).delete()
+    for name in layout.root.child("sources").list(directories=True):
+        if name not in kept:
+            layout.root.child("sources", name).delete()
     if layout.sink is not None:
         layout.sink.delete()
 

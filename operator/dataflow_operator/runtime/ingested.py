@@ -8,6 +8,11 @@ the same part again. Once Spark has committed the batch, its parts are durable, 
 source's files below that offset are never needed from the upstream again: a restart
 that must regenerate what an earlier run dropped at its expiration reads this collection.
 
+Once a batch is committed the engine records it in ``_upper.json``: ``{"seq", "upper"}``,
+every update read below offset ``seq`` is in the collection, at a time below ``upper``.
+A dataflow that starts over on the same source (its spec changed) reads the collection up
+to there, and the upstream only after it: files released before are never needed again.
+
 Below ``since`` the collection is **consolidated** into ``snapshot-<seq>.parquet``: times
 advanced to ``since``, equal updates merged, those that cancel removed. Its size follows
 the live contents, not the history. A snapshot covers every part up to its ``seq``; a
@@ -17,6 +22,7 @@ leaves files that :meth:`IngestedCollection.files` ignores.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,13 +34,24 @@ from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.changelog_store import consolidate
 from dataflow_operator.runtime.storage import Location
 
-__all__ = ["IngestedCollection", "IngestedSize", "updates_table"]
+__all__ = ["IngestedCollection", "IngestedSize", "IngestedUpper", "updates_table"]
 
 PART = "part-"
 SNAPSHOT = "snapshot-"
 SUFFIX = ".parquet"
 COMPACT_AFTER = 16
 """Parts a compaction waits for: fewer small files, and few rewrites of the snapshot."""
+
+
+UPPER_FILE = "_upper.json"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestedUpper:
+    """How far the collection is complete: offsets below ``seq``, times below ``upper``."""
+
+    seq: int
+    upper: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +78,20 @@ class IngestedCollection:
 
     def __init__(self, where: Location) -> None:
         self.location = where
+
+    def read_upper(self) -> IngestedUpper | None:
+        """The recorded upper (``None``: nothing committed yet)."""
+        text = self.location.child(UPPER_FILE).read_text_or_none()
+        if not text:
+            return None
+        record = json.loads(text)
+        return IngestedUpper(int(record["seq"]), int(record["upper"]))
+
+    def write_upper(self, upper: IngestedUpper) -> None:
+        """Record that the batch that read up to ``upper.seq`` is committed."""
+        self.location.child(UPPER_FILE).write_text(
+            json.dumps({"seq": upper.seq, "upper": upper.upper})
+        )
 
     def part(self, seq: int, task: int) -> Location:
         """The part one task writes in the batch that ends at offset ``seq``."""

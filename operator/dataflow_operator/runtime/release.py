@@ -7,10 +7,16 @@ collection holds everything read below it, durably, so
 
 - the **resumption frontier** is that batch's upper, and the **offset resumption
   frontier** the files read by then (:mod:`dataflow_operator.core.resumption`);
-- the ingested collection is compacted below it (:meth:`IngestedCollection.compact`);
+- the ingested collection records it as its upper and is compacted below it
+  (:meth:`IngestedCollection.compact`);
 - a directory with ``cleanSource: Archive`` or ``Delete`` releases the files that
   **every** reader of it on this replica has read below its frontier — a directory read by
   two dataflows only past the slower. A reader that has committed nothing holds all back.
+
+The dataflows' own output changelogs (runtime-owned: not a MaterializedView's
+``sink.path``, which is the user's) are compacted too (:func:`compact_output`): all but
+the last :data:`KEEP_BATCHES` batches become one consolidated snapshot, never past what
+a downstream dataflow reading the changelog has committed.
 
 A failed release is a warning, a count in the source's report (and its metric) and a
 retry at the next release; it never stops a dataflow. Only a replica that is its own
@@ -34,12 +40,13 @@ from dataflow_operator.core.resumption import (
 )
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.ingested import IngestedCollection, IngestedSize
+from dataflow_operator.runtime.changelog_store import ChangelogStore
+from dataflow_operator.runtime.ingested import IngestedCollection, IngestedSize, IngestedUpper
 from dataflow_operator.runtime.layout import offsets_of
 from dataflow_operator.runtime.source_reader import INGESTED_DIR, read_files_log
 from dataflow_operator.runtime.storage import Location
 
-__all__ = ["Committed", "Releaser", "SourceReader", "committed_offsets"]
+__all__ = ["Committed", "Releaser", "SourceReader", "committed_offsets", "compact_output"]
 
 log = get_logger(__name__)
 
@@ -47,6 +54,11 @@ INGESTING = (SourceKind.TABLE, SourceKind.FILES, SourceKind.CHANGELOG)
 """Kinds with an ingested collection."""
 RELEASE_INTERVAL = 1.0
 """Seconds between releases (a step may be a tenth of that)."""
+KEEP_BATCHES = 100
+"""Batches of an output changelog kept as they were written (as Spark keeps its logs):
+a subscriber that lags less than that resumes exactly."""
+COMPACT_EVERY = 16
+"""Batches an output changelog's compaction waits for (each rewrites the snapshot)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +121,7 @@ class SourceReader:
 @dataclass
 class _Progress:
     committed: Committed | None = None
+    recorded: Committed | None = None
     released: int = 0
     failures: int = 0
     error: str | None = None
@@ -124,11 +137,12 @@ class Releaser:
         self._progress: dict[tuple[str, str], _Progress] = {}
         self._last = -1e9
 
-    def step(self, readers: Sequence[SourceReader], *, force: bool = False) -> None:
-        """Compact and release for ``readers`` (at most once a second unless ``force``)."""
+    def step(self, readers: Sequence[SourceReader], *, force: bool = False) -> bool:
+        """Compact and release for ``readers`` (at most once a second unless ``force``);
+        False when it was too soon."""
         now = wall.monotonic()
         if not force and now - self._last < RELEASE_INTERVAL:
-            return
+            return False
         self._last = now
         readers = [r for r in readers if r.source.kind in INGESTING]
         consumed: dict[str, list[tuple[SourceReader, list[str]]]] = {}
@@ -138,6 +152,12 @@ class Releaser:
             ingested = IngestedCollection(reader.logs.child(INGESTED_DIR))
             files = read_files_log(reader.logs)
             seq = self._offset(progress.committed)
+            if progress.committed is not None and progress.committed != progress.recorded:
+                # Recorded before anything is released: a dataflow that starts over on
+                # this collection reads the upstream only past it.
+                committed = progress.committed
+                ingested.write_upper(IngestedUpper(committed.seq, committed.upper))
+                progress.recorded = committed
             if progress.committed is not None:
                 compacted = ingested.compact(seq, progress.committed.upper - 1)
                 if compacted or now - progress.sized_at > 10 * RELEASE_INTERVAL or force:
@@ -148,6 +168,7 @@ class Releaser:
         if self.release_upstream:
             for group in consumed.values():
                 self._release(group)
+        return True
 
     @staticmethod
     def _offset(committed: Committed | None) -> int:
@@ -222,3 +243,24 @@ class Releaser:
         """Drop what is known of a dataflow that is no longer installed."""
         for key in [key for key in self._progress if key[0] == dataflow]:
             del self._progress[key]
+
+
+def compact_output(
+    store: ChangelogStore, downstream: Sequence[int], *, keep: int = KEEP_BATCHES
+) -> int | None:
+    """Compact ``store`` up to ``keep`` batches before its last, and not past any of the
+    ``downstream`` readers' committed batches; the batch compacted up to, or ``None``.
+
+    The snapshot's time is the newest time it holds: every reader positioned past the
+    compacted batches has seen all of them, and a restart replays them below its
+    watermark.
+    """
+    recorded = store.read_upper()
+    if recorded is None:
+        return None
+    upto = min([recorded.batch - keep, *downstream])
+    files = store.parts(-1, upto)
+    base = files[0][0] if files and files[0][1].name.startswith("snapshot-") else -1
+    if upto - base < COMPACT_EVERY or len(files) < 2:
+        return None
+    return upto if store.compact(upto) else None

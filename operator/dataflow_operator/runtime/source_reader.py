@@ -201,15 +201,30 @@ class ChangelogReader(DataSourceStreamReader):
             return {"upper": recorded.upper, "seq": recorded.batch, "until": self.options.until}
         if kind == "changelog":
             files = self._sync_files()
-            admitted, newest = self._admit(files[start["seq"] :])
-            if not admitted:
+            base = self._base(start)
+            admitted, newest = self._admit(files[base:])
+            if not admitted and base == start["seq"]:
                 return start
             upper = start["upper"] if newest is None else max(start["upper"], newest + 1)
-            return {"upper": upper, "seq": start["seq"] + admitted, "until": self.options.until}
+            if base > start["seq"]:
+                upper = max(upper, self._ingested_upper())
+            return {"upper": upper, "seq": base + admitted, "until": self.options.until}
         now = self.options.clock.read() if self.options.clock else None
         if now is None or now + 1 <= start["upper"]:
             return start
         return {"upper": now + 1, "seq": len(self._sync_files()), "until": self.options.until}
+
+    def _base(self, start: dict[str, int]) -> int:
+        """Where reading the upstream starts: ``start``'s offset, or, for a new checkpoint
+        on a source whose ingested collection survived (a changed spec), its end."""
+        if start["seq"] != 0 or start["upper"] != 0:
+            return start["seq"]
+        recorded = self.options.ingested.read_upper()
+        return 0 if recorded is None else recorded.seq
+
+    def _ingested_upper(self) -> int:
+        recorded = self.options.ingested.read_upper()
+        return 0 if recorded is None else recorded.upper
 
     def _round(self, start: dict[str, int]) -> dict[str, int]:
         """``{"round": n}``: a new round is a new offset, so one more batch (none without
@@ -237,10 +252,13 @@ class ChangelogReader(DataSourceStreamReader):
             items += [_Item(p.uri, None, start["upper"], True) for _, p in new]
             return _chunks(items, batch_time)
         ingested = self.options.ingested
+        base = self._base(start)
         old_files = ingested.files(start["seq"]) if replay else []
+        if base > start["seq"]:
+            old_files = ingested.files(base)  # read before, by the dataflow's earlier spec
         replayed = [_Item(f.uri, None, 0, True) for f in old_files]
         own = kind == "changelog"
-        files = self._read_files_log()[start["seq"] : end["seq"]]
+        files = self._read_files_log()[base : end["seq"]]
         new_items = [
             _Item(self._full(name), None if own else batch_time, start["upper"]) for name in files
         ]
