@@ -48,6 +48,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10)
     parser.add_argument("--window", type=int, default=7, help="batches a row lives")
     parser.add_argument("--every", type=int, default=100)
+    parser.add_argument(
+        "--detail", action="store_true", help="also print the size of each state directory"
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -110,6 +113,15 @@ def main() -> None:
                     f"{statistics.median(durations):>17.0f}",
                     flush=True,
                 )
+                if args.detail:
+                    root = state / "dataflows" / "window"
+                    parts = sorted(p for p in root.rglob("*") if p.is_dir())
+                    sizes = {
+                        str(p.relative_to(root)): _size(p)
+                        for p in parts
+                        if root in (p.parent, p.parent.parent)
+                    }
+                    print("        " + ", ".join(f"{k}={v // 1024}K" for k, v in sizes.items()))
                 durations.clear()
     finally:
         engine.close()

@@ -27,6 +27,7 @@ from dataflow_operator.api.protocol import (
     DataflowReport,
     DesiredDataflows,
     InstallResult,
+    ReleaseFrontiers,
     ReplicaPhase,
     ReplicaReport,
 )
@@ -272,6 +273,7 @@ class FakeReplica:
         self.host = host
         self.installed: dict[str, Any] = {}
         self.puts: list[DesiredDataflows] = []
+        self.releases: list[ReleaseFrontiers] = []
         self.phase = ReplicaPhase.RUNNING
         self.reports: dict[str, DataflowReport] = {}
         self.start_time = int(time.time() * 1000)
@@ -290,6 +292,7 @@ class FakeReplica:
         app = web.Application(middlewares=[self._record_auth])
         app.router.add_get("/status", self._status)
         app.router.add_put("/dataflows", self._put)
+        app.router.add_put("/release", self._release)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -318,6 +321,11 @@ class FakeReplica:
         ]
         report = ReplicaReport(start_time=self.start_time, phase=self.phase, dataflows=dataflows)
         return web.json_response(report.to_wire())
+
+    async def _release(self, request: web.Request) -> web.Response:
+        frontiers = ReleaseFrontiers.model_validate(await request.json())
+        self.releases.append(frontiers)
+        return web.json_response(frontiers.to_wire())
 
     async def _put(self, request: web.Request) -> web.Response:
         desired = DesiredDataflows.model_validate(await request.json())

@@ -9,6 +9,7 @@ from dataflow_operator.api.dataflow import (
     Dataflow,
     DataflowStatus,
     NodeStatus,
+    SourceStatus,
 )
 from dataflow_operator.api.protocol import DataflowReport
 from dataflow_operator.controller.dataflow_logic import (
@@ -158,6 +159,27 @@ def test_status_lists_stay_bounded() -> None:
     status = dataflow_status(1, DataflowStatus(), Validity(True), seen, T0)
     assert len(status.replicas) == 64
     assert len(status.replicas[0].nodes) == MAX_NODES_IN_STATUS
+
+
+def test_status_shows_each_replica_s_sources_by_name() -> None:
+    events = SourceStatus(
+        name="events", resumption_frontier=[T0], offset=4, released_files=3, ingested_rows=9
+    )
+    users = SourceStatus(name="users", last_release_error="delete u.json: read-only")
+    seen = [ReplicaSeen("r1", True, report(sources=[users, events]))]
+    status = dataflow_status(1, DataflowStatus(), Validity(True), seen, T0)
+    assert status.replicas[0].sources == [events, users]
+    wire = status.to_wire()["replicas"][0]["sources"]
+    assert wire[0] == {
+        "name": "events",
+        "resumptionFrontier": [T0],
+        "offset": 4,
+        "releasedFiles": 3,
+        "ingestedRows": 9,
+        "ingestedBytes": 0,
+        "releaseFailures": 0,
+    }
+    assert wire[1]["lastReleaseError"] == "delete u.json: read-only"
 
 
 def test_invalid_status_carries_reason_and_exact_message() -> None:

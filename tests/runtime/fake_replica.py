@@ -15,6 +15,7 @@ from dataflow_operator.api.protocol import (
     DesiredDataflows,
     InstallResult,
     PeekResult,
+    ReleaseFrontiers,
     ReplicaPhase,
     ReplicaReport,
 )
@@ -80,6 +81,9 @@ class FakeReplica:
 
     def add_batch_listener(self, listener: Callable[[str], None]) -> None:
         self.listeners.append(listener)
+
+    def release(self, frontiers: ReleaseFrontiers) -> None:
+        self.released = frontiers
 
     def write(self, name: str, batch: int, updates: list[tuple[str, int, int]], upper: int) -> None:
         """One batch of ``(x, time, diff)`` updates into the dataflow's store, then notify."""

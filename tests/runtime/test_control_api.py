@@ -110,6 +110,20 @@ def test_bad_bodies_get_a_clear_400(server: ControlServer, body: Any, reason: st
         assert "v1" in error.message
 
 
+def test_release_frontiers_reach_the_replica_and_bad_ones_name_the_field(
+    server: ControlServer, replica: FakeReplica
+) -> None:
+    body = {"version": "v1", "sources": [{"dataflow": "a", "source": "s", "listed": 1000}]}
+    status, _, echoed = call(server, "PUT", "/release", body)
+    assert (status, echoed) == (200, body)
+    assert replica.released.sources[0].listed == 1000
+    bad = {"version": "v1", "sources": [{"dataflow": "a", "source": "s", "listed": -1}]}
+    status, _, answer = call(server, "PUT", "/release", bad)
+    error = ErrorBody.model_validate(answer)
+    assert (status, error.error) == (400, "InvalidBody")
+    assert error.message.startswith("sources[0].listed: ")
+
+
 def test_malformed_json_unknown_names_and_paths(
     server: ControlServer, replica: FakeReplica
 ) -> None:

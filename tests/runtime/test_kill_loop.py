@@ -105,8 +105,13 @@ def test_kills_at_random_points_lose_and_double_nothing(tmp_path: Path) -> None:
         process.wait()
     feeding.join()
     final = subprocess.run(
-        [*argv, "--batches", "3"], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=300, check=False,
+        [*argv, "--batches", "3"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert final.returncode == 0, final.stderr[-3000:]
     assert len(written) == FILES

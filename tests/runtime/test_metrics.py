@@ -6,12 +6,11 @@ import math
 
 import pytest
 
-from dataflow_operator.api.dataflow import NodeStatus
+from dataflow_operator.api.dataflow import NodeStatus, SourceStatus
 from dataflow_operator.api.protocol import (
     DataflowReport,
     ReplicaPhase,
     ReplicaReport,
-    SourceReport,
 )
 from dataflow_operator.runtime.metrics import ShutdownHistogram, render_metrics
 
@@ -99,7 +98,7 @@ def test_shutdown_durations_render_as_a_prometheus_histogram() -> None:
 
 
 def test_sources_render_their_ingestion_and_release() -> None:
-    source = SourceReport(
+    source = SourceStatus(
         name="events",
         resumption_frontier=[1_700_000_000_000],
         offset=3,

@@ -31,16 +31,18 @@ def _source(directory: Path, clean: str = "Delete", archive: Path | None = None)
 
 
 def _reader(root: Path, name: str, source: Source, committed: int | None) -> SourceReader:
-    """A reader whose files log lists FILES and whose last committed batch read ``committed``."""
+    """A reader whose files log lists FILES (the i-th first listed at (i + 1) × 100 ms) and
+    whose last committed batch read the first ``committed`` of them."""
     state = root / name
     logs = state / "sources" / "events"
     logs.mkdir(parents=True)
-    (logs / "files.log").write_text("".join(f"{f}\n" for f in FILES))
+    (logs / "files.log").write_text("".join(f"{f}\t{(i + 1) * 100}\n" for i, f in enumerate(FILES)))
     checkpoint = state / "checkpoint"
     (checkpoint / "offsets").mkdir(parents=True)
     (checkpoint / "commits").mkdir()
     if committed is not None:
-        offset = {"upper": 1000 + committed, "seq": committed, "until": -1, "source": 0}
+        offset = {"upper": 1000 + committed, "seq": committed, "source": 0}
+        offset |= {"until": -1, "listed": committed * 100}
         other = {"upper": 5, "seq": 0, "until": -1, "source": 1}
         (checkpoint / "offsets" / "3").write_text(
             f"v1\n{{}}\n{json.dumps(other)}\n{json.dumps(offset)}\n"
@@ -72,7 +74,7 @@ def test_the_committed_offset_is_the_last_committed_batch_s_by_source_index(
 def test_released_files_are_exactly_those_below_the_frontier(tmp_path: Path) -> None:
     upstream = _upstream(tmp_path)
     reader = _reader(tmp_path, "d", _source(upstream), committed=2)
-    releaser = Releaser(release=True)
+    releaser = Releaser(own_cluster=True)
     releaser.step([reader], force=True)
     assert sorted(p.name for p in upstream.iterdir()) == ["c.json"]
     (report,) = releaser.reports("d")
@@ -83,7 +85,7 @@ def test_a_directory_read_by_two_dataflows_is_released_past_the_slower(tmp_path:
     upstream = _upstream(tmp_path)
     fast = _reader(tmp_path, "fast", _source(upstream), committed=3)
     slow = _reader(tmp_path, "slow", _source(upstream), committed=1)
-    Releaser(release=True).step([fast, slow], force=True)
+    Releaser(own_cluster=True).step([fast, slow], force=True)
     assert sorted(p.name for p in upstream.iterdir()) == ["b.json", "c.json"]
 
 
@@ -91,7 +93,7 @@ def test_a_reader_that_committed_nothing_holds_everything_back(tmp_path: Path) -
     upstream = _upstream(tmp_path)
     done = _reader(tmp_path, "done", _source(upstream), committed=3)
     new = _reader(tmp_path, "new", _source(upstream), committed=None)
-    Releaser(release=True).step([done, new], force=True)
+    Releaser(own_cluster=True).step([done, new], force=True)
     assert sorted(p.name for p in upstream.iterdir()) == FILES
 
 
@@ -99,17 +101,21 @@ def test_readers_that_disagree_on_clean_source_keep_the_files(tmp_path: Path) ->
     upstream = _upstream(tmp_path)
     deleting = _reader(tmp_path, "x", _source(upstream), committed=3)
     keeping = _reader(tmp_path, "y", _source(upstream, clean="Off"), committed=3)
-    Releaser(release=True).step([deleting, keeping], force=True)
+    Releaser(own_cluster=True).step([deleting, keeping], force=True)
     assert sorted(p.name for p in upstream.iterdir()) == FILES
 
 
-def test_a_replica_that_is_not_its_own_cluster_releases_nothing(tmp_path: Path) -> None:
+def test_a_replica_of_a_cluster_releases_only_below_the_cluster_s_meet(tmp_path: Path) -> None:
     upstream = _upstream(tmp_path)
     reader = _reader(tmp_path, "d", _source(upstream), committed=3)
-    releaser = Releaser(release=False)
+    releaser = Releaser(own_cluster=False)
     releaser.step([reader], force=True)
-    assert sorted(p.name for p in upstream.iterdir()) == FILES
-    assert releaser.reports("d")[0].offset == 3  # the frontier is still reported
+    assert sorted(p.name for p in upstream.iterdir()) == FILES  # no meet sent yet
+    (report,) = releaser.reports("d")
+    assert (report.offset, report.listed) == (3, 300)  # what it tells the operator
+    releaser.cluster = {("d", "events"): 250}  # another replica has listed up to 250 only
+    releaser.step([reader], force=True)
+    assert sorted(p.name for p in upstream.iterdir()) == ["c.json"]
 
 
 def test_archive_keeps_the_name_and_a_failure_is_counted_then_retried(tmp_path: Path) -> None:
@@ -117,7 +123,7 @@ def test_archive_keeps_the_name_and_a_failure_is_counted_then_retried(tmp_path: 
     archive = tmp_path / "archive"
     archive.write_text("not a directory")
     reader = _reader(tmp_path, "d", _source(upstream, "Archive", archive), committed=1)
-    releaser = Releaser(release=True)
+    releaser = Releaser(own_cluster=True)
     releaser.step([reader], force=True)
     (report,) = releaser.reports("d")
     assert (report.release_failures, report.released_files) == (1, 0)

@@ -37,12 +37,14 @@ __all__ = [
     "SinkSpec",
     "Source",
     "SourceKind",
+    "SourceStatus",
     "TableSource",
 ]
 
 SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_REPLICAS_IN_STATUS = 64
 MAX_NODES_IN_STATUS = 256
+MAX_SOURCES_IN_STATUS = 64
 
 
 class DataflowKindField(StrEnum):
@@ -333,6 +335,34 @@ class NodeStatus(ApiModel):
     hydrated: bool = Field(description="Whether its output for the snapshot is complete.")
 
 
+class SourceStatus(ApiModel):
+    """How far one source's input is ingested durably on a replica, and what was released
+    upstream (design 3)."""
+
+    name: str = Field(description="The source's name in the spec.")
+    resumption_frontier: list[int] = Field(
+        default_factory=list,
+        description="Timestamp resumption frontier: a restart reads nothing below it from "
+        "the upstream ([] = closed).",
+    )
+    offset: int = Field(default=0, ge=0, description="Offset resumption frontier (files read).")
+    listed: int | None = Field(
+        default=None,
+        description="Every file in the source's directory at this wall-clock time (epoch "
+        "ms) has been read in a committed batch; the operator's release meet is its "
+        "minimum over the cluster's replicas.",
+    )
+    released_files: int = Field(default=0, ge=0, description="Files archived or deleted.")
+    ingested_rows: int = Field(default=0, ge=0, description="Rows in the ingested collection.")
+    ingested_bytes: int = Field(default=0, ge=0, description="Its bytes on storage.")
+    release_failures: int = Field(
+        default=0, ge=0, description="Failed releases so far (each is retried)."
+    )
+    last_release_error: str | None = Field(
+        default=None, description="Why the last release failed (it is retried)."
+    )
+
+
 class ReplicaDataflowStatus(ApiModel):
     """The dataflow as maintained on one replica."""
 
@@ -354,6 +384,15 @@ class ReplicaDataflowStatus(ApiModel):
         max_length=MAX_NODES_IN_STATUS,
         description="Hydration of each physical plan node.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id"]},
+    )
+    sources: list[SourceStatus] = Field(
+        default_factory=list,
+        max_length=MAX_SOURCES_IN_STATUS,
+        description="Each source's resumption frontier, ingested size and releases.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+        },
     )
 
 

@@ -12,7 +12,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from dataflow_operator.api.dataflow import DataflowSpec, MaintenanceStrategy, NodeStatus
+from dataflow_operator.api.dataflow import (
+    DataflowSpec,
+    MaintenanceStrategy,
+    NodeStatus,
+    SourceStatus,
+)
 from dataflow_operator.api.meta import ApiModel
 
 __all__ = [
@@ -25,10 +30,11 @@ __all__ = [
     "ErrorBody",
     "InstallResult",
     "PeekResult",
+    "ReleaseFrontiers",
     "ReplicaPhase",
     "ReplicaReport",
     "ShutdownDurations",
-    "SourceReport",
+    "SourceRelease",
 ]
 
 PROTOCOL_VERSION = "v1"
@@ -54,6 +60,29 @@ class DesiredDataflows(ApiModel):
     dataflows: list[DesiredDataflow] = Field(default_factory=list, description="All of them.")
 
 
+class SourceRelease(ApiModel):
+    """The cluster's listing frontier of one source of one dataflow."""
+
+    dataflow: str = Field(description="The Dataflow's name.")
+    source: str = Field(description="The source's name in its spec.")
+    listed: int = Field(
+        ge=0,
+        description="Every replica of the cluster has read, in a committed batch, every file "
+        "that was in the directory at this wall-clock time (epoch ms): files first listed "
+        "at or before it may be released.",
+    )
+
+
+class ReleaseFrontiers(ApiModel):
+    """``PUT /release``: how far the cluster has read each source that releases files
+    (the meet over its replicas, design 3). A source not listed releases nothing."""
+
+    version: Literal["v1"] = Field(default="v1", description="Protocol version.")
+    sources: list[SourceRelease] = Field(
+        default_factory=list, max_length=100_000, description="One entry per source."
+    )
+
+
 class InstallResult(ApiModel):
     """What ``PUT /dataflows`` changed."""
 
@@ -74,27 +103,6 @@ class ReplicaPhase(StrEnum):
     RUNNING = "Running"
     EXPIRED = "Expired"
     STOPPING = "Stopping"
-
-
-class SourceReport(ApiModel):
-    """How far one source's input is ingested durably, and what was released upstream."""
-
-    name: str = Field(description="The source's name in the spec.")
-    resumption_frontier: list[int] = Field(
-        default_factory=list,
-        description="Timestamp resumption frontier: a restart reads nothing below it from "
-        "the upstream ([] = closed).",
-    )
-    offset: int = Field(default=0, ge=0, description="Offset resumption frontier (files read).")
-    released_files: int = Field(default=0, ge=0, description="Files archived or deleted.")
-    ingested_rows: int = Field(default=0, ge=0, description="Rows in the ingested collection.")
-    ingested_bytes: int = Field(default=0, ge=0, description="Its bytes on storage.")
-    release_failures: int = Field(
-        default=0, ge=0, description="Failed releases so far (each is retried)."
-    )
-    last_release_error: str | None = Field(
-        default=None, description="Why the last release failed (it is retried)."
-    )
 
 
 class DataflowReport(ApiModel):
@@ -124,7 +132,7 @@ class DataflowReport(ApiModel):
         description="Dropped, and some of its Spark work is still stopping; it leaves the "
         "report once its last task has ended.",
     )
-    sources: list[SourceReport] = Field(
+    sources: list[SourceStatus] = Field(
         default_factory=list, description="Its sources' ingestion and release (design 3)."
     )
 

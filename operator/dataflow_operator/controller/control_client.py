@@ -17,6 +17,7 @@ from dataflow_operator.api.protocol import (
     DesiredDataflows,
     ErrorBody,
     InstallResult,
+    ReleaseFrontiers,
     ReplicaReport,
 )
 
@@ -103,6 +104,12 @@ class ControlClient:
             return ReplicaReport.model_validate(payload)
         except ValidationError as error:
             raise ControlError("BadResponse", str(error)[:500]) from None
+
+    async def put_release(
+        self, address: str, frontiers: ReleaseFrontiers, token: str | None = None
+    ) -> None:
+        """``PUT /release`` with the cluster's listing frontiers."""
+        await self._call("PUT", f"{address}/release", frontiers.to_wire(), token=token)
 
     async def put_dataflows(
         self, address: str, desired: DesiredDataflows, token: str | None = None

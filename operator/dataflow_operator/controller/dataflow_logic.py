@@ -14,6 +14,7 @@ from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import (
     MAX_NODES_IN_STATUS,
     MAX_REPLICAS_IN_STATUS,
+    MAX_SOURCES_IN_STATUS,
     Dataflow,
     DataflowSpec,
     DataflowStatus,
@@ -163,6 +164,7 @@ def _entry(seen: ReplicaSeen, generation: int | None) -> ReplicaDataflowStatus:
             else None
         ),
         nodes=sorted(report.nodes, key=lambda n: n.id)[:MAX_NODES_IN_STATUS],
+        sources=sorted(report.sources, key=lambda s: s.name)[:MAX_SOURCES_IN_STATUS],
     )
 
 

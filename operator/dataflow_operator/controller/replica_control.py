@@ -15,6 +15,7 @@ from dataflow_operator.api.replica import AttemptPhase, Replica, ReplicaStatus
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.manifests import control_address
 from dataflow_operator.controller.observation import PodObservation, PodPhase
+from dataflow_operator.controller.release_meet import release_meet
 from dataflow_operator.controller.replica_logic import ControlObservation
 from dataflow_operator.controller.replica_resources import control_token
 from dataflow_operator.controller.state import (
@@ -174,11 +175,48 @@ async def _sync(
         _mark_report(state, rt, namespace, link, report)
     else:
         link.report, link.report_at = report, now_ms()
+    await _send_release(
+        state, link, rt=rt, address=address, token=token, cluster=cluster, namespace=namespace
+    )
     installed = {d.name for d in report.dataflows if not d.dropping}  # dropping: on its way out
     if installed != {d.name for d in cluster.desired.dataflows}:
         link.applied = None  # the replica lost or kept something: send the full set again
     link.next_poll_at = now_ms() + config.status_poll_interval.millis
     return 0 if not was_ready else config.status_poll_interval.millis
+
+
+async def _send_release(
+    state: OperatorState,
+    link: AttemptLink,
+    *,
+    rt: ReplicaRuntime,
+    address: str,
+    token: str | None,
+    cluster: ClusterView,
+    namespace: str,
+) -> None:
+    """Send the attempt the cluster's release meet when it changed (design 3).
+
+    A failure is retried at the next poll; it never makes the replica unready.
+    """
+    if rt.cluster is None:
+        return
+    replicas = [
+        (name, [a.report for a in (other.serving, other.successor) if a is not None] or [None])
+        for name, other in state.replicas_of(namespace, rt.cluster)
+    ]
+    meet = release_meet(replicas, cluster.desired)
+    wire = meet.frontiers.model_dump_json()
+    if wire == link.released:
+        return
+    try:
+        await state.control.put_release(address, meet.frontiers, token)
+    except ControlError as error:
+        get_logger("dataflow_operator.replica").debug(
+            "release frontiers not sent", pod=link.pod, error=error.message
+        )
+        return
+    link.released = wire
 
 
 def _names(report: ReplicaReport | None) -> Iterable[str]:

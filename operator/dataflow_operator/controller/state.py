@@ -57,6 +57,8 @@ class AttemptLink:
     error: str | None = None
     applied: str | None = None
     """Digest of the desired set the attempt last accepted."""
+    released: str | None = None
+    """The release frontiers (JSON) the attempt last accepted."""
     next_poll_at: Timestamp = 0
 
 

@@ -28,6 +28,7 @@ from dataflow_operator.api.protocol import (
     DesiredDataflows,
     InstallResult,
     PeekResult,
+    ReleaseFrontiers,
     ReplicaPhase,
     ReplicaReport,
 )
@@ -141,7 +142,7 @@ class Engine:
         self._dropping: dict[str, tuple[RunningDataflow, threading.Event]] = {}
         self.shutdowns = ShutdownHistogram()
         self._listeners: list[BatchListener] = []
-        self.releaser = Releaser(release=config.release_upstream)
+        self.releaser = Releaser(own_cluster=config.release_upstream)
         spark.conf.set("spark.sql.streaming.pollingDelay", "50ms")
         # A recursion's iterations run as jobs (not local relations in the driver), so
         # cancelling its job group and future jobs ends even a divergent one.
@@ -252,6 +253,11 @@ class Engine:
         if entry is None or entry.running is None:
             raise UnknownDataflow(name)
         return Changelog(entry.running.store, entry.desired.spec.kind)
+
+    def release(self, frontiers: ReleaseFrontiers) -> None:
+        """Take the cluster's listing frontiers (``PUT /release``): from the next release
+        on, files below them are released (see :mod:`.release`)."""
+        self.releaser.cluster = {(s.dataflow, s.source): s.listed for s in frontiers.sources}
 
     def add_batch_listener(self, listener: BatchListener) -> None:
         """Call ``listener(name)`` after each step's batches of dataflow ``name``."""

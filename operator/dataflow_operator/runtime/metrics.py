@@ -18,12 +18,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from dataflow_operator.api.dataflow import SourceStatus
 from dataflow_operator.api.protocol import (
     DataflowReport,
     ReplicaPhase,
     ReplicaReport,
     ShutdownDurations,
-    SourceReport,
 )
 
 __all__ = ["CONTENT_TYPE", "METRICS", "SHUTDOWN_BUCKETS", "ShutdownHistogram", "render_metrics"]
@@ -145,7 +145,7 @@ def _dataflow_samples(flow: DataflowReport, now_ms: int) -> Iterable[tuple[str, 
     yield "dropping", float(flow.dropping)
 
 
-def _source_samples(source: SourceReport) -> Iterable[tuple[str, float]]:
+def _source_samples(source: SourceStatus) -> Iterable[tuple[str, float]]:
     frontier = min(source.resumption_frontier) / 1000 if source.resumption_frontier else math.inf
     yield "source_frontier", frontier
     yield "source_rows", float(source.ingested_rows)

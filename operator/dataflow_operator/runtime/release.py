@@ -19,9 +19,14 @@ the last :data:`KEEP_BATCHES` batches become one consolidated snapshot, never pa
 a downstream dataflow reading the changelog has committed.
 
 A failed release is a warning, a count in the source's report (and its metric) and a
-retry at the next release; it never stops a dataflow. Only a replica that is its own
-cluster (a local ``run``) releases: replicas of a cluster ingest on their own, so one
-may not release what another still needs.
+retry at the next release; it never stops a dataflow.
+
+Replicas of a cluster ingest on their own, so one may not release what another still
+needs. Each committed offset says when the listing it reflects was taken (``listed``):
+every file in the directory then has been read. A file is released only once it was
+listed at or before the **cluster's** listing frontier — the meet over every replica,
+which the operator collects from their reports and sends back (``PUT /release``). A local
+``run`` is its own cluster and uses its own.
 """
 
 from __future__ import annotations
@@ -30,8 +35,7 @@ import time as wall
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dataflow_operator.api.dataflow import CleanSource, Source, SourceKind
-from dataflow_operator.api.protocol import SourceReport
+from dataflow_operator.api.dataflow import CleanSource, Source, SourceKind, SourceStatus
 from dataflow_operator.core.resumption import (
     RemapEntry,
     offset_resumption,
@@ -43,7 +47,7 @@ from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import ChangelogStore
 from dataflow_operator.runtime.ingested import IngestedCollection, IngestedSize, IngestedUpper
 from dataflow_operator.runtime.layout import offsets_of
-from dataflow_operator.runtime.source_reader import INGESTED_DIR, read_files_log
+from dataflow_operator.runtime.source_reader import INGESTED_DIR, read_listing
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["Committed", "Releaser", "SourceReader", "committed_offsets", "compact_output"]
@@ -69,6 +73,8 @@ class Committed:
     """Files (or changelog files) read."""
     upper: int
     """Every update below this time is read."""
+    listed: int = 0
+    """Every file in the directory at this wall-clock time (epoch ms) is read."""
 
 
 def committed_offsets(checkpoint: Location) -> dict[int, Committed]:
@@ -85,9 +91,11 @@ def committed_offsets(checkpoint: Location) -> dict[int, Committed]:
         if "source" not in offset or "seq" not in offset:
             continue
         index, seq, upper = int(offset["source"]), int(offset["seq"]), int(offset["upper"])
+        listed = int(offset.get("listed", 0))
         if index in found:
             seq, upper = min(seq, found[index].seq), min(upper, found[index].upper)
-        found[index] = Committed(seq, upper)
+            listed = min(listed, found[index].listed)
+        found[index] = Committed(seq, upper, listed)
     return found
 
 
@@ -132,8 +140,11 @@ class _Progress:
 class Releaser:
     """Releases and compacts after steps; see the module docstring."""
 
-    def __init__(self, *, release: bool) -> None:
-        self.release_upstream = release
+    def __init__(self, *, own_cluster: bool) -> None:
+        self.own_cluster = own_cluster
+        self.cluster: dict[tuple[str, str], int] = {}
+        """``(dataflow, source)`` → the cluster's listing frontier, as the operator sent
+        it: files listed at or before it are read on every replica of the cluster."""
         self._progress: dict[tuple[str, str], _Progress] = {}
         self._last = -1e9
 
@@ -150,7 +161,7 @@ class Releaser:
             progress = self._progress.setdefault((reader.dataflow, reader.source.name), _Progress())
             progress.committed = committed_offsets(reader.checkpoint).get(reader.index)
             ingested = IngestedCollection(reader.logs.child(INGESTED_DIR))
-            files = read_files_log(reader.logs)
+            listing = read_listing(reader.logs)
             seq = self._offset(progress.committed)
             if progress.committed is not None and progress.committed != progress.recorded:
                 # Recorded before anything is released: a dataflow that starts over on
@@ -164,11 +175,22 @@ class Releaser:
                     progress.size, progress.sized_at = ingested.size(), now
             directory = reader.directory
             assert directory is not None
-            consumed.setdefault(directory.uri, []).append((reader, files[:seq]))
-        if self.release_upstream:
-            for group in consumed.values():
-                self._release(group)
+            frontier = self._listing_frontier(reader, progress.committed)
+            done = [name for name, listed in listing[:seq] if listed <= frontier]
+            consumed.setdefault(directory.uri, []).append((reader, done))
+        for group in consumed.values():
+            self._release(group)
         return True
+
+    def _listing_frontier(self, reader: SourceReader, committed: Committed | None) -> int:
+        """Files listed at or before this time are read wherever they must be: on this
+        replica (its own cluster), or on every replica of the cluster (the operator's
+        meet); -1 when nothing may be released."""
+        if committed is None:
+            return -1
+        if self.own_cluster:
+            return committed.listed
+        return min(committed.listed, self.cluster.get((reader.dataflow, reader.source.name), -1))
 
     @staticmethod
     def _offset(committed: Committed | None) -> int:
@@ -217,7 +239,7 @@ class Releaser:
                 dataflows=sorted({reader.dataflow for reader, _ in group}),
             )
 
-    def reports(self, dataflow: str) -> list[SourceReport]:
+    def reports(self, dataflow: str) -> list[SourceStatus]:
         """The sources of ``dataflow`` that ingest files, as last seen."""
         reports = []
         for (name, source), progress in sorted(self._progress.items()):
@@ -226,9 +248,10 @@ class Releaser:
             committed = progress.committed
             size = progress.size or IngestedSize(0, 0, 0)
             reports.append(
-                SourceReport(
+                SourceStatus(
                     name=source,
                     resumption_frontier=[0 if committed is None else committed.upper],
+                    listed=None if committed is None else committed.listed,
                     offset=self._offset(committed),
                     released_files=progress.released,
                     ingested_rows=size.rows,

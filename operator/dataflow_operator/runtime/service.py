@@ -16,6 +16,7 @@ from dataflow_operator.api.protocol import (
     DesiredDataflows,
     InstallResult,
     PeekResult,
+    ReleaseFrontiers,
     ReplicaReport,
 )
 from dataflow_operator.runtime.changelog_store import ChangelogStore
@@ -85,4 +86,8 @@ class ReplicaService(Protocol):
 
     def add_batch_listener(self, listener: BatchListener) -> None:
         """Call ``listener(name)`` whenever dataflow ``name`` completed batches."""
+        ...
+
+    def release(self, frontiers: ReleaseFrontiers) -> None:
+        """Take the cluster's listing frontiers: files below them may be released."""
         ...

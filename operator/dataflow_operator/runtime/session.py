@@ -49,6 +49,9 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.ui.retainedTasks": "20000",
     "spark.sql.ui.retainedExecutions": "50",
     "spark.sql.streaming.ui.retainedQueries": "50",
+    # State store versions past the retained batches are deleted by a maintenance task,
+    # every minute by default: a tick of a fraction of a second would pile up hundreds.
+    "spark.sql.streaming.stateStore.maintenanceInterval": "10s",
 }
 """Settings a replica starts with: loopback only, UTC, small shuffles, RocksDB state,
 and a status store (jobs, stages, tasks, SQL executions) bounded in size."""

@@ -3,8 +3,10 @@
 Each source (``table``, ``files``, ``changelog`` or another dataflow's output) is read by
 :class:`ChangelogSource`, a ``pyspark.sql.datasource`` streaming source whose offsets
 carry the source's **upper** (every update at a time below it has been read), its
-position (files or upstream batches consumed), the ``until`` the dataflow ran with and the
-clock's ``round`` (a new round is a batch with nothing new but the heartbeat).
+position (files or upstream batches consumed), the ``until`` the dataflow ran with, the
+clock's ``round`` (a new round is a batch with nothing new but the heartbeat) and, for
+sources of files, ``listed``: the wall-clock time of the directory listing they reflect
+(every file there at that time is below the position).
 Spark records them in the query's offset log, so the logical time of each batch lives
 in the checkpoint, and a restarted query resumes exactly where the last one committed.
 
@@ -57,6 +59,7 @@ __all__ = [
     "SourceOptions",
     "list_data_files",
     "read_files_log",
+    "read_listing",
 ]
 
 SOURCE_FORMAT = "dataflow_changelog"
@@ -200,7 +203,8 @@ class ChangelogReader(DataSourceStreamReader):
                 return start
             return {"upper": recorded.upper, "seq": recorded.batch, "until": self.options.until}
         if kind == "changelog":
-            files = self._sync_files()
+            listed = _now_ms()
+            files = self._sync_files(listed)
             base = self._base(start)
             admitted, newest = self._admit(files[base:])
             if not admitted and base == start["seq"]:
@@ -208,11 +212,24 @@ class ChangelogReader(DataSourceStreamReader):
             upper = start["upper"] if newest is None else max(start["upper"], newest + 1)
             if base > start["seq"]:
                 upper = max(upper, self._ingested_upper())
-            return {"upper": upper, "seq": base + admitted, "until": self.options.until}
+            if base + admitted < len(files):  # some are held back: the listing is not read
+                listed = int(start.get("listed", 0))
+            return {
+                "upper": upper,
+                "seq": base + admitted,
+                "until": self.options.until,
+                "listed": listed,
+            }
         now = self.options.clock.read() if self.options.clock else None
         if now is None or now + 1 <= start["upper"]:
             return start
-        return {"upper": now + 1, "seq": len(self._sync_files()), "until": self.options.until}
+        listed = _now_ms()
+        return {
+            "upper": now + 1,
+            "seq": len(self._sync_files(listed)),
+            "until": self.options.until,
+            "listed": listed,
+        }
 
     def _base(self, start: dict[str, int]) -> int:
         """Where reading the upstream starts: ``start``'s offset, or, for a new checkpoint
@@ -359,20 +376,38 @@ class ChangelogReader(DataSourceStreamReader):
     def _read_files_log(self) -> list[str]:
         return read_files_log(self.options.log_dir)
 
-    def _sync_files(self) -> list[str]:
-        """The files in the order they are consumed: the log, then any new ones."""
+    def _sync_files(self, listed: int) -> list[str]:
+        """The files in the order they are consumed: the log, then any new ones, logged
+        with ``listed``, the wall-clock time taken just before the directory was listed
+        (every file there at that time is in this listing)."""
         logged = self._read_files_log()
         known = set(logged)
         new = [name for name in list_data_files(self.options.path) if name not in known]
         if new:
-            self.options.log_dir.child("files.log").append_text("".join(f"{n}\n" for n in new))
+            lines = "".join(f"{name}\t{listed}\n" for name in new)
+            self.options.log_dir.child("files.log").append_text(lines)
         return logged + new
 
 
 def read_files_log(log_dir: Location) -> list[str]:
     """The files a source has seen, in the order it reads them (its offsets count them)."""
+    return [name for name, _ in read_listing(log_dir)]
+
+
+def read_listing(log_dir: Location) -> list[tuple[str, int]]:
+    """The files a source has seen, in order, with the wall-clock time (epoch ms) of the
+    listing that first saw each (0 when the log does not say)."""
     text = log_dir.child("files.log").read_text_or_none() or ""
-    return [line for line in text.splitlines() if line]
+    found = []
+    for line in text.splitlines():
+        if line:
+            name, _, listed = line.partition("\t")
+            found.append((name, int(listed) if listed.isdigit() else 0))
+    return found
+
+
+def _now_ms() -> int:
+    return int(wall.time() * 1000)
 
 
 INGESTED_DIR = "ingested"

@@ -16,6 +16,7 @@ from dataflow_operator.api.protocol import (
     DesiredDataflows,
     InstallResult,
     PeekResult,
+    ReleaseFrontiers,
     ReplicaPhase,
     ReplicaReport,
 )
@@ -82,6 +83,10 @@ class StartingService:
     def changelog(self, name: str) -> Changelog:
         """The engine's; :class:`NotReady` while starting."""
         return self._started().changelog(name)
+
+    def release(self, frontiers: ReleaseFrontiers) -> None:
+        """The engine's; :class:`NotReady` while starting."""
+        self._started().release(frontiers)
 
     def add_batch_listener(self, listener: BatchListener) -> None:
         """Keep ``listener`` for the engine (or pass it on, once attached)."""

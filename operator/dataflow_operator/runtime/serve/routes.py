@@ -21,7 +21,8 @@ from pydantic import ValidationError
 
 from dataflow_operator.api.dataflow import DataflowKindField
 from dataflow_operator.api.loading import error_lines
-from dataflow_operator.api.protocol import PROTOCOL_VERSION, DesiredDataflows
+from dataflow_operator.api.meta import ApiModel
+from dataflow_operator.api.protocol import PROTOCOL_VERSION, DesiredDataflows, ReleaseFrontiers
 from dataflow_operator.runtime.metrics import CONTENT_TYPE, render_metrics
 from dataflow_operator.runtime.serve.auth import token_middleware
 from dataflow_operator.runtime.serve.changes import ChangeReader
@@ -45,6 +46,7 @@ __all__ = ["MAX_BODY_BYTES", "ControlApi", "build_app"]
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 T = TypeVar("T")
+M = TypeVar("M", bound=ApiModel)
 
 
 @dataclass
@@ -84,8 +86,14 @@ class ControlApi:
 
     async def put_dataflows(self, request: web.Request) -> web.Response:
         """Converge to the desired set in the body."""
-        desired = await _read_desired(request)
+        desired = await _read_body(request, DesiredDataflows)
         return json_response(await self.blocking(self.service.apply, desired))
+
+    async def put_release(self, request: web.Request) -> web.Response:
+        """Take the cluster's listing frontiers (:class:`ReleaseFrontiers`); echoes them."""
+        frontiers = await _read_body(request, ReleaseFrontiers)
+        await self.blocking(self.service.release, frontiers)
+        return json_response(frontiers)  # what it took
 
     async def peek(self, request: web.Request) -> web.Response:
         """An Index's contents: :class:`PeekResult`, or with ``?format=lines`` the lines
@@ -122,7 +130,7 @@ class ControlApi:
         )
 
 
-async def _read_desired(request: web.Request) -> DesiredDataflows:
+async def _read_body(request: web.Request, model: type[M]) -> M:
     length = request.content_length
     if length is None:
         raise ApiError(HTTPStatus.LENGTH_REQUIRED, "LengthRequired", "send a Content-Length header")
@@ -154,7 +162,7 @@ async def _read_desired(request: web.Request) -> DesiredDataflows:
             f"body {said}; this replica speaks protocol version {PROTOCOL_VERSION!r}",
         )
     try:
-        return DesiredDataflows.model_validate(document)
+        return model.model_validate(document)
     except ValidationError as error:
         problems = "; ".join(f"{path}: {reason}" for path, reason in error_lines(error))
         raise ApiError(HTTPStatus.BAD_REQUEST, "InvalidBody", problems) from None
@@ -174,6 +182,7 @@ def build_app(api: ControlApi, token: str | None = None) -> web.Application:
             web.get("/metrics", api.metrics),
             web.get("/status", api.status),
             web.put("/dataflows", api.put_dataflows),
+            web.put("/release", api.put_release),
             web.get("/dataflows/{name}/peek", api.peek),
             web.get("/dataflows/{name}/subscribe", api.subscribe),
         ]

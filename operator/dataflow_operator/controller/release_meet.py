@@ -1,0 +1,70 @@
+"""The cluster's release meet (design 3): how far every replica has read each source.
+
+Every replica of a cluster ingests each source on its own, so a file may be released
+only once all of them have read it. Each replica reports, per source, ``listed``: every
+file in the directory at that wall-clock time is read in a committed batch. The meet
+over the cluster's replicas (and their make-before-break successors, which read on
+their own too) is what the operator sends back; a replica without a report for it — down,
+starting, or not running the dataflow — holds the meet back, and is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dataflow_operator.api.dataflow import CleanSource
+from dataflow_operator.api.protocol import (
+    DesiredDataflows,
+    ReleaseFrontiers,
+    ReplicaReport,
+    SourceRelease,
+)
+
+__all__ = ["ReleaseMeet", "release_meet"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseMeet:
+    """What to send every replica, and who holds which source back."""
+
+    frontiers: ReleaseFrontiers
+    held_by: dict[tuple[str, str], str] = field(default_factory=dict)
+    """``(dataflow, source)`` → the first replica that has not reported reading it."""
+
+
+def release_meet(
+    replicas: Sequence[tuple[str, Sequence[ReplicaReport | None]]], desired: DesiredDataflows
+) -> ReleaseMeet:
+    """The meet over ``replicas`` (name, and the reports of its running attempts) of
+    each desired source that releases files."""
+    sources: list[SourceRelease] = []
+    held_by: dict[tuple[str, str], str] = {}
+    for dataflow in desired.dataflows:
+        for source in dataflow.spec.sources:
+            settings = source.files or source.changelog
+            if settings is None or settings.clean_source is CleanSource.OFF:
+                continue
+            key = (dataflow.name, source.name)
+            meet: int | None = None
+            for name, reports in replicas:
+                listed = [_listed(report, *key) for report in reports] or [None]
+                if any(value is None for value in listed):
+                    held_by.setdefault(key, name)
+                    break
+                lowest = min(value for value in listed if value is not None)
+                meet = lowest if meet is None else min(meet, lowest)
+            if key not in held_by and meet is not None:
+                sources.append(SourceRelease(dataflow=key[0], source=key[1], listed=meet))
+    return ReleaseMeet(ReleaseFrontiers(sources=sources), held_by)
+
+
+def _listed(report: ReplicaReport | None, dataflow: str, source: str) -> int | None:
+    if report is None:
+        return None
+    for flow in report.dataflows:
+        if flow.name == dataflow:
+            for entry in flow.sources:
+                if entry.name == source:
+                    return entry.listed
+    return None
