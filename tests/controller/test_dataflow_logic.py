@@ -210,3 +210,25 @@ def test_status_says_how_the_replicas_of_this_generation_maintain_it() -> None:
     assert (status.strategy, status.strategy_reason) == (None, None)
     invalid = dataflow_status(2, DataflowStatus(), Validity(False, "InvalidSql", "bad"), seen, T0)
     assert (invalid.strategy, invalid.strategy_reason) == (None, None)
+
+
+def test_input_released_names_the_replica_that_holds_a_source_back() -> None:
+    drops = {
+        "name": "a",
+        "files": {"path": "/in", "format": "json", "schema": "x INT", "cleanSource": "Delete"},
+    }
+    spec = dataflow("d", [drops]).spec
+    read = report(sources=[SourceStatus(name="a", listed=T0)])
+    seen = [ReplicaSeen("r1", True, read), ReplicaSeen("r2", False, None)]
+    status = dataflow_status(1, DataflowStatus(), Validity(True), seen, T0, name="d", spec=spec)
+    (held,) = [c for c in status.conditions if c.type == "InputReleased"]
+    assert (held.status, held.reason) == ("False", "HeldBack")
+    assert held.message == "source a: replica r2 has not reported reading it"
+    seen[1] = ReplicaSeen("r2", True, read)
+    status = dataflow_status(1, status, Validity(True), seen, T0, name="d", spec=spec)
+    (releasing,) = [c for c in status.conditions if c.type == "InputReleased"]
+    assert (releasing.status, releasing.reason) == ("True", "Releasing")
+    plain = dataflow_status(
+        1, DataflowStatus(), Validity(True), seen, T0, name="d", spec=dataflow("d", [TABLE]).spec
+    )
+    assert sorted(c.type for c in plain.conditions) == ["Hydrated", "Ready"]

@@ -14,6 +14,7 @@ from tests.controller.test_operator_kmock import (
     Start,
     _value,
     _when,
+    condition,
     dataflow_body,
     make_ready,
     replica_body,
@@ -55,3 +56,10 @@ async def test_the_cluster_meet_goes_back_to_the_replica(
     df = await wait_for(lambda: _when(cluster.get("dataflows", "df1"), _sources))
     assert _sources(df)[0]["listed"] == 1_000
     assert _sources(df)[0]["offset"] == 2
+    released = await wait_for(
+        lambda: _when(
+            cluster.get("dataflows", "df1"),
+            lambda d: condition(d, "InputReleased").get("status") == "True",
+        )
+    )
+    assert condition(released, "InputReleased")["reason"] == "Releasing"

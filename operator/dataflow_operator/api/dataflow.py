@@ -405,7 +405,7 @@ class DataflowStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,
-        description="Ready and Hydrated.",
+        description="Ready, Hydrated, and InputReleased when a source has cleanSource.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     timeline: str | None = Field(default=None, description="The timeline of the dataflow.")

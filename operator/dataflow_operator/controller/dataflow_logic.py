@@ -21,8 +21,9 @@ from dataflow_operator.api.dataflow import (
     ReplicaDataflowStatus,
 )
 from dataflow_operator.api.protocol import DataflowReport, DesiredDataflow, DesiredDataflows
+from dataflow_operator.controller.release_meet import source_meets
 from dataflow_operator.controller.status_conditions import from_api, to_api
-from dataflow_operator.core.conditions import set_condition
+from dataflow_operator.core.conditions import Condition, set_condition
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp
@@ -41,6 +42,7 @@ __all__ = [
 
 READY = "Ready"
 HYDRATED = "Hydrated"
+INPUT_RELEASED = "InputReleased"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +170,45 @@ def _entry(seen: ReplicaSeen, generation: int | None) -> ReplicaDataflowStatus:
     )
 
 
+def _input_released(
+    conditions: list[Condition],
+    *,
+    name: str,
+    spec: DataflowSpec,
+    replicas: Sequence[ReplicaSeen],
+    generation: int | None,
+    now: Timestamp,
+) -> list[Condition]:
+    """``InputReleased``, when some source has ``cleanSource`` (else unchanged)."""
+    ordered = sorted(replicas, key=lambda r: r.name)
+    released, held_by = source_meets(name, spec, [(r.name, [r.report]) for r in ordered])
+    if not released and not held_by:
+        return conditions  # no source releases files
+    held = "; ".join(
+        f"source {source}: replica {replica} has not reported reading it"
+        for source, replica in sorted(held_by.items())
+    )
+    return set_condition(
+        conditions,
+        type_=INPUT_RELEASED,
+        status=not held_by,
+        reason="HeldBack" if held_by else "Releasing",
+        message=held
+        or "files every replica has read are released: " + ", ".join(s.source for s in released),
+        now=now,
+        observed_generation=generation,
+    )
+
+
 def dataflow_status(
     generation: int | None,
     old: DataflowStatus,
     validity: Validity,
     replicas: Sequence[ReplicaSeen],
     now: Timestamp,
+    *,
+    name: str = "",
+    spec: DataflowSpec | None = None,
 ) -> DataflowStatus:
     """The Dataflow's status from its validity and every replica's latest report.
 
@@ -184,6 +219,9 @@ def dataflow_status(
     ``Hydrated``: True when hydrated on at least one Ready replica, from a report of
     this ``generation`` (a replica still running an older spec is not hydrated for this
     one). ``replicas`` lists the replicas that report the dataflow, by name, at most 64.
+    ``InputReleased`` (given the ``spec``, when a source has ``cleanSource``): whether
+    every replica reports how far it has read each such source, or which one holds the
+    release back.
     """
     conditions = from_api(old.conditions)
     reporting = sorted((r for r in replicas if r.report is not None), key=lambda r: r.name)
@@ -238,6 +276,10 @@ def dataflow_status(
             message="not installed: the spec is invalid",
             now=now,
             observed_generation=generation,
+        )
+    if validity.ok and spec is not None:
+        conditions = _input_released(
+            conditions, name=name, spec=spec, replicas=replicas, generation=generation, now=now
         )
     frontiers = [e.frontier[0] for e in entries if e.frontier]
     # How it is maintained: what the replicas running this generation say they do.

@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dataflow_operator.api.dataflow import CleanSource
+from dataflow_operator.api.dataflow import CleanSource, DataflowSpec
 from dataflow_operator.api.protocol import (
+    DataflowReport,
     DesiredDataflows,
     ReleaseFrontiers,
     ReplicaReport,
     SourceRelease,
 )
 
-__all__ = ["ReleaseMeet", "release_meet"]
+__all__ = ["ReleaseMeet", "release_meet", "source_meets"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,33 @@ class ReleaseMeet:
     """``(dataflow, source)`` → the first replica that has not reported reading it."""
 
 
+def source_meets(
+    dataflow: str,
+    spec: DataflowSpec,
+    replicas: Sequence[tuple[str, Sequence[DataflowReport | None]]],
+) -> tuple[list[SourceRelease], dict[str, str]]:
+    """For one dataflow, each source that releases files: its meet over ``replicas`` (name,
+    and the dataflow's report from each of its running attempts), or the first replica
+    that holds it back (source → replica)."""
+    released: list[SourceRelease] = []
+    held_by: dict[str, str] = {}
+    for source in spec.sources:
+        settings = source.files or source.changelog
+        if settings is None or settings.clean_source is CleanSource.OFF:
+            continue
+        meet: int | None = None
+        for name, reports in replicas:
+            listed = [_listed(report, source.name) for report in reports] or [None]
+            if any(value is None for value in listed):
+                held_by[source.name] = name
+                break
+            lowest = min(value for value in listed if value is not None)
+            meet = lowest if meet is None else min(meet, lowest)
+        if source.name not in held_by and meet is not None:
+            released.append(SourceRelease(dataflow=dataflow, source=source.name, listed=meet))
+    return released, held_by
+
+
 def release_meet(
     replicas: Sequence[tuple[str, Sequence[ReplicaReport | None]]], desired: DesiredDataflows
 ) -> ReleaseMeet:
@@ -41,30 +69,20 @@ def release_meet(
     sources: list[SourceRelease] = []
     held_by: dict[tuple[str, str], str] = {}
     for dataflow in desired.dataflows:
-        for source in dataflow.spec.sources:
-            settings = source.files or source.changelog
-            if settings is None or settings.clean_source is CleanSource.OFF:
-                continue
-            key = (dataflow.name, source.name)
-            meet: int | None = None
-            for name, reports in replicas:
-                listed = [_listed(report, *key) for report in reports] or [None]
-                if any(value is None for value in listed):
-                    held_by.setdefault(key, name)
-                    break
-                lowest = min(value for value in listed if value is not None)
-                meet = lowest if meet is None else min(meet, lowest)
-            if key not in held_by and meet is not None:
-                sources.append(SourceRelease(dataflow=key[0], source=key[1], listed=meet))
+        reports = [(name, [_flow(r, dataflow.name) for r in of]) for name, of in replicas]
+        released, held = source_meets(dataflow.name, dataflow.spec, reports)
+        sources += released
+        held_by |= {(dataflow.name, source): replica for source, replica in held.items()}
     return ReleaseMeet(ReleaseFrontiers(sources=sources), held_by)
 
 
-def _listed(report: ReplicaReport | None, dataflow: str, source: str) -> int | None:
+def _flow(report: ReplicaReport | None, dataflow: str) -> DataflowReport | None:
     if report is None:
         return None
-    for flow in report.dataflows:
-        if flow.name == dataflow:
-            for entry in flow.sources:
-                if entry.name == source:
-                    return entry.listed
-    return None
+    return next((flow for flow in report.dataflows if flow.name == dataflow), None)
+
+
+def _listed(report: DataflowReport | None, source: str) -> int | None:
+    if report is None:
+        return None
+    return next((entry.listed for entry in report.sources if entry.name == source), None)

@@ -127,7 +127,10 @@ async def _write(
             report = next((d for d in rt.report.dataflows if d.name == name), None)
         seen.append(ReplicaSeen(replica, rt.ready, report))
     generation = (body.get("metadata") or {}).get("generation")
-    new = dataflow_status(generation, old, validity, seen, now_ms()).to_wire()
+    parsed = view.dataflows.get(name)
+    spec = parsed.spec if parsed is not None else None
+    status = dataflow_status(generation, old, validity, seen, now_ms(), name=name, spec=spec)
+    new = status.to_wire()
     patch = status_patch(previous, new)
     if patch:
         await limiter.acquire()

@@ -162,21 +162,21 @@ class Releaser:
             progress.committed = committed_offsets(reader.checkpoint).get(reader.index)
             ingested = IngestedCollection(reader.logs.child(INGESTED_DIR))
             listing = read_listing(reader.logs)
-            seq = self._offset(progress.committed)
             if progress.committed is not None and progress.committed != progress.recorded:
                 # Recorded before anything is released: a dataflow that starts over on
                 # this collection reads the upstream only past it.
                 committed = progress.committed
                 ingested.write_upper(IngestedUpper(committed.seq, committed.upper))
                 progress.recorded = committed
-            if progress.committed is not None:
-                compacted = ingested.compact(seq, progress.committed.upper - 1)
+            frontier, seq = _resumption(progress)
+            if frontier.lower is not None and seq:
+                compacted = ingested.compact(seq, frontier.lower - 1)
                 if compacted or now - progress.sized_at > 10 * RELEASE_INTERVAL or force:
                     progress.size, progress.sized_at = ingested.size(), now
             directory = reader.directory
             assert directory is not None
-            frontier = self._listing_frontier(reader, progress.committed)
-            done = [name for name, listed in listing[:seq] if listed <= frontier]
+            listed_by = self._listing_frontier(reader, progress.committed)
+            done = [name for name, listed in listing[:seq] if listed <= listed_by]
             consumed.setdefault(directory.uri, []).append((reader, done))
         for group in consumed.values():
             self._release(group)
@@ -191,13 +191,6 @@ class Releaser:
         if self.own_cluster:
             return committed.listed
         return min(committed.listed, self.cluster.get((reader.dataflow, reader.source.name), -1))
-
-    @staticmethod
-    def _offset(committed: Committed | None) -> int:
-        if committed is None:
-            return 0
-        frontier = resumption_frontier([Frontier.at(committed.upper)])
-        return offset_resumption([RemapEntry(committed.seq, committed.upper)], frontier)
 
     def _release(self, group: list[tuple[SourceReader, list[str]]]) -> None:
         settings = {reader.clean for reader, _ in group}
@@ -247,12 +240,13 @@ class Releaser:
                 continue
             committed = progress.committed
             size = progress.size or IngestedSize(0, 0, 0)
+            frontier, offset = _resumption(progress)
             reports.append(
                 SourceStatus(
                     name=source,
-                    resumption_frontier=[0 if committed is None else committed.upper],
+                    resumption_frontier=frontier.elements(),
                     listed=None if committed is None else committed.listed,
-                    offset=self._offset(committed),
+                    offset=offset,
                     released_files=progress.released,
                     ingested_rows=size.rows,
                     ingested_bytes=size.bytes,
@@ -266,6 +260,17 @@ class Releaser:
         """Drop what is known of a dataflow that is no longer installed."""
         for key in [key for key in self._progress if key[0] == dataflow]:
             del self._progress[key]
+
+
+def _resumption(progress: _Progress) -> tuple[Frontier, int]:
+    """A source's timestamp resumption frontier — the meet of the uppers of what a restart
+    needs: its ingested collection (as recorded) and the offset log (as committed) — and
+    that time as an offset, through the same two entries of the remap."""
+    durable = [d for d in (progress.recorded, progress.committed) if d is not None]
+    if len(durable) < 2:
+        return Frontier.minimum(), 0  # nothing durable yet: all input is still needed
+    frontier = resumption_frontier(Frontier.at(d.upper) for d in durable)
+    return frontier, offset_resumption([RemapEntry(d.seq, d.upper) for d in durable], frontier)
 
 
 def compact_output(
