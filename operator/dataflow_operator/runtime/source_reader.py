@@ -270,11 +270,15 @@ class ChangelogReader(DataSourceStreamReader):
             return _chunks(items, batch_time)
         ingested = self.options.ingested
         base = self._base(start)
-        old_files = ingested.files(start["seq"]) if replay else []
-        if base > start["seq"]:
-            old_files = ingested.files(base)  # read before, by the dataflow's earlier spec
-        replayed = [_Item(f.uri, None, 0, True) for f in old_files]
         own = kind == "changelog"
+        replayed = (
+            [_Item(f.uri, None, 0, True) for f in ingested.files(start["seq"])] if replay else []
+        )
+        if base > start["seq"]:
+            # Read before, by the dataflow's earlier spec: as if read now from the upstream
+            # (rows of a table or files at this batch's time, a changelog's at their own).
+            time = None if own else batch_time
+            replayed = [_Item(f.uri, time, 0, True) for f in ingested.files(base)]
         files = self._read_files_log()[base : end["seq"]]
         new_items = [
             _Item(self._full(name), None if own else batch_time, start["upper"]) for name in files
@@ -305,11 +309,8 @@ class ChangelogReader(DataSourceStreamReader):
     def _updates(self, item: _Item) -> Iterator[tuple[tuple[Any, ...], int, int]]:
         if item.stored:
             for record in _records(Location(item.uri), "parquet"):
-                yield (
-                    convert_row(record, self.fields),
-                    int(record[TIME]),
-                    int(record[DIFF]),
-                )
+                time = int(record[TIME]) if item.time is None else item.time
+                yield convert_row(record, self.fields), time, int(record[DIFF])
             return
         kind = self.options.kind
         name = Location(item.uri).name
