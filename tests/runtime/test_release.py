@@ -11,7 +11,7 @@ import pyarrow as pa
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.changelog_store import ChangelogStore
-from dataflow_operator.runtime.ingested import IngestedCollection
+from dataflow_operator.runtime.ingested import IngestedCollection, IngestedUpper
 from dataflow_operator.runtime.release import (
     Releaser,
     SourceReader,
@@ -205,3 +205,17 @@ def test_an_output_changelog_is_not_compacted_past_a_downstream_reader(tmp_path:
     store = _store_with_batches(tmp_path, 150)
     assert compact_output(store, downstream=[30, 120], keep=100) == 30
     assert compact_output(_store_with_batches(tmp_path / "b", 150), downstream=[-1]) is None
+
+
+def test_truncation_keeps_what_the_recorded_upper_covers(tmp_path: Path) -> None:
+    collection = IngestedCollection(Location.of(tmp_path / "ingested"))
+    collection.part(1, 0).write_parquet(_updates([(1, 10, 1)]))
+    collection.part(2, 0).write_parquet(_updates([(2, 20, 1)]))  # not recorded yet
+    assert not IngestedCollection(Location.of(tmp_path / "none")).truncate()
+    collection.write_upper(IngestedUpper(seq=1, upper=11))
+    assert collection.truncate()
+    assert [f.name for f in collection.files(99)] == ["part-000000000001-00000.parquet"]
+    unrecorded = IngestedCollection(Location.of(tmp_path / "unrecorded"))
+    unrecorded.part(1, 0).write_parquet(_updates([(1, 10, 1)]))
+    assert not unrecorded.truncate()
+    assert unrecorded.files(99) == []  # nothing kept: all of it is read again upstream

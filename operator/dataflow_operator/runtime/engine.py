@@ -41,6 +41,7 @@ from dataflow_operator.runtime.build import SourceInput, Unsupported, build_data
 from dataflow_operator.runtime.clock import ClockFile, TickPlan
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.expiry import expiration_of
+from dataflow_operator.runtime.ingested import IngestedCollection
 from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
 from dataflow_operator.runtime.metrics import ShutdownHistogram
 from dataflow_operator.runtime.release import (
@@ -61,7 +62,7 @@ from dataflow_operator.runtime.service import (
     NotAnIndex,
     UnknownDataflow,
 )
-from dataflow_operator.runtime.source_reader import HELD_FILE, HeldInput
+from dataflow_operator.runtime.source_reader import HELD_FILE, INGESTED_DIR, HeldInput
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["Engine", "EngineConfig", "dataflows_from", "expired_message", "write_status"]
@@ -686,13 +687,15 @@ def _remove(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:
     """Remove a dataflow's state and its sink's contents (it starts over).
 
     The logs of the sources in ``keep`` that were read with the same settings stay: their
-    ingested collections hold what was read, and may have been released upstream since.
+    ingested collections hold what was read, and may have been released upstream since —
+    up to their recorded upper (anything after it is read from the upstream again).
     """
     kept = {
         source.name
         for source in keep
-        if layout.source_logs(source.name).child(SOURCE_FILE).read_text_or_none()
+        if (logs := layout.source_logs(source.name)).child(SOURCE_FILE).read_text_or_none()
         == source.model_dump_json(by_alias=True)
+        and IngestedCollection(logs.child(INGESTED_DIR)).truncate()
     }
     for name in layout.root.list(directories=True) + layout.root.list():
         if name != "sources":

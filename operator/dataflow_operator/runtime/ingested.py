@@ -93,6 +93,15 @@ class IngestedCollection:
             json.dumps({"seq": upper.seq, "upper": upper.upper})
         )
 
+    def truncate(self) -> bool:
+        """Keep only what the recorded upper covers (a dataflow starting over reads that,
+        then the upstream again); False, with nothing kept, when nothing was recorded."""
+        recorded = self.read_upper()
+        for _, seq, file in self._entries():
+            if recorded is None or seq > recorded.seq:
+                file.delete()
+        return recorded is not None
+
     def part(self, seq: int, task: int) -> Location:
         """The part one task writes in the batch that ends at offset ``seq``."""
         return self.location.child(f"{PART}{seq:012d}-{task:05d}{SUFFIX}")
