@@ -43,6 +43,7 @@ __all__ = [
     "consolidate",
     "part_batch",
     "part_name",
+    "snapshot_batch",
 ]
 
 UPPER_FILE = "_upper.json"
@@ -84,7 +85,8 @@ def _snapshot_name(batch: int) -> str:
     return f"{SNAPSHOT_PREFIX}{batch:012d}{PART_SUFFIX}"
 
 
-def _snapshot_batch(name: str) -> int | None:
+def snapshot_batch(name: str) -> int | None:
+    """The batch a snapshot file covers up to, or ``None`` for another file."""
     if not (name.startswith(SNAPSHOT_PREFIX) and name.endswith(PART_SUFFIX)):
         return None
     digits = name[len(SNAPSHOT_PREFIX) : -len(PART_SUFFIX)]
@@ -149,7 +151,7 @@ class ChangelogStore:
                 return []
             upto = recorded.batch
         names = self.location.list()
-        snapshots = [b for n in names if (b := _snapshot_batch(n)) is not None and b <= upto]
+        snapshots = [b for n in names if (b := snapshot_batch(n)) is not None and b <= upto]
         base = max(snapshots, default=-1)
         found = []
         if base > after:
