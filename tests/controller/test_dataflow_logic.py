@@ -228,7 +228,6 @@ def test_input_released_names_the_replica_that_holds_a_source_back() -> None:
     status = dataflow_status(1, status, Validity(True), seen, T0, name="d", spec=spec)
     (releasing,) = [c for c in status.conditions if c.type == "InputReleased"]
     assert (releasing.status, releasing.reason) == ("True", "Releasing")
-    plain = dataflow_status(
-        1, DataflowStatus(), Validity(True), seen, T0, name="d", spec=dataflow("d", [TABLE]).spec
-    )
+    edited = dataflow("d", [TABLE]).spec  # no source releases files any more
+    plain = dataflow_status(1, status, Validity(True), seen, T0, name="d", spec=edited)
     assert sorted(c.type for c in plain.conditions) == ["Hydrated", "Ready"]

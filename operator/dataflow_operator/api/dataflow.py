@@ -86,7 +86,7 @@ class CleanSource(StrEnum):
     OFF = "Off"
     """Keep them where they are."""
     ARCHIVE = "Archive"
-    """Move them to ``archivePath`` (their path below the source directory is kept)."""
+    """Move them to ``archivePath``, under their own names."""
     DELETE = "Delete"
     """Delete them."""
 

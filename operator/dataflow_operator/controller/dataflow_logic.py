@@ -179,11 +179,11 @@ def _input_released(
     generation: int | None,
     now: Timestamp,
 ) -> list[Condition]:
-    """``InputReleased``, when some source has ``cleanSource`` (else unchanged)."""
+    """``InputReleased``, when some source has ``cleanSource`` (else none)."""
     ordered = sorted(replicas, key=lambda r: r.name)
     released, held_by = source_meets(name, spec, [(r.name, [r.report]) for r in ordered])
     if not released and not held_by:
-        return conditions  # no source releases files
+        return [c for c in conditions if c.type != INPUT_RELEASED]  # no source releases
     held = "; ".join(
         f"source {source}: replica {replica} has not reported reading it"
         for source, replica in sorted(held_by.items())
