@@ -24,7 +24,6 @@ from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec, Source
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.loading import load_paths
-from dataflow_operator.core.incremental import plan_query
 from dataflow_operator.core.plan import PlanTree
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.plan import executed_plan, live_plan
@@ -39,7 +38,7 @@ __all__ = [
     "configure",
     "engine_frame",
     "explain_dataflow",
-    "recompute_reason_of",
+    "explain_with_reason",
     "run",
 ]
 
@@ -110,11 +109,22 @@ def explain_dataflow(
         return live_plan(executed_plan(frame), metrics=False).tree
 
 
-def recompute_reason_of(spec: DataflowSpec) -> str | None:
-    """Why ``spec``'s query is recomputed at every changed time (``None``: incremental)."""
-    from dataflow_operator.runtime.build import planned_recompute_reason
+def explain_with_reason(
+    spark: SparkSession, name: str, catalog: Catalog
+) -> tuple[PlanTree, str | None]:
+    """The numbered physical plan of dataflow ``name`` and why it is recomputed at every
+    changed time (``None``: incremental), both from the one build the engine makes — so
+    a fallback only the build sees (a join that does not resolve) is named too."""
+    reasons: list[str | None] = []
 
-    return planned_recompute_reason(plan_query(spec.sql, [source.name for source in spec.sources]))
+    def build(session: SparkSession, flow: str, scope: Catalog) -> DataFrame:
+        with tempfile.TemporaryDirectory(prefix="dataflow-explain-") as scratch:
+            built = _built(session, flow, scope, scratch)
+        reasons.append(built.recompute_reason)
+        return built.frame
+
+    tree = explain_dataflow(spark, name, catalog, build)
+    return tree, reasons[-1]
 
 
 def _catalogs(dataflows: Sequence[Dataflow]) -> dict[tuple[str, str], Catalog]:
@@ -149,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         name = dataflow.metadata.name
         catalog = catalogs[(dataflow.metadata.namespace or "default", dataflow.spec.cluster)]
         try:
-            tree = explain_dataflow(spark, name, catalog)
+            tree, reason = explain_with_reason(spark, name, catalog)
         except Exception as error:  # one line per dataflow, the others still print
             print(f"Dataflow/{name}: error: {one_line(error)}")
             failed = True
@@ -157,7 +167,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"Dataflow/{name}:")
         for line in tree.render(node_ids=args.node_ids):
             print(f"  {line}")
-        reason = recompute_reason_of(dataflow.spec)
         if reason is not None:
             print(f"  -- maintained by recompute: {reason}")
     sys.stdout.flush()
