@@ -249,6 +249,12 @@ class Source(ApiModel):
         return next(kind for kind in SourceKind if getattr(self, kind.value) is not None)
 
     @property
+    def clean_source(self) -> CleanSource:
+        """What happens to the source's files once read (``Off`` for kinds without it)."""
+        settings = self.files or self.changelog
+        return CleanSource.OFF if settings is None else settings.clean_source
+
+    @property
     def declared_timeline(self) -> Timeline | None:
         """The source's own timeline; ``None`` for a dataflow source (it inherits)."""
         if self.dataflow is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dataflow_operator.api.dataflow import CleanSource, DataflowSpec
+from dataflow_operator.api.dataflow import CleanSource, DataflowSpec, Source
 from dataflow_operator.api.protocol import (
     DataflowReport,
     DesiredDataflows,
@@ -44,10 +44,7 @@ def source_meets(
     that holds it back (source → replica)."""
     released: list[SourceRelease] = []
     held_by: dict[str, str] = {}
-    for source in spec.sources:
-        settings = source.files or source.changelog
-        if settings is None or settings.clean_source is CleanSource.OFF:
-            continue
+    for source in filter(_releases, spec.sources):
         meet: int | None = None
         for name, reports in replicas:
             listed = [_listed(report, source.name) for report in reports] or [None]
@@ -68,18 +65,23 @@ def release_meet(
     each desired source that releases files."""
     sources: list[SourceRelease] = []
     held_by: dict[tuple[str, str], str] = {}
-    for dataflow in desired.dataflows:
-        reports = [(name, [_flow(r, dataflow.name) for r in of]) for name, of in replicas]
+    releasing = [d for d in desired.dataflows if any(map(_releases, d.spec.sources))]
+    if not releasing:
+        return ReleaseMeet(ReleaseFrontiers())  # the usual case: nothing to index
+    indexed = [
+        (name, [{} if r is None else {f.name: f for f in r.dataflows} for r in of])
+        for name, of in replicas
+    ]
+    for dataflow in releasing:
+        reports = [(name, [flows.get(dataflow.name) for flows in of]) for name, of in indexed]
         released, held = source_meets(dataflow.name, dataflow.spec, reports)
         sources += released
         held_by |= {(dataflow.name, source): replica for source, replica in held.items()}
     return ReleaseMeet(ReleaseFrontiers(sources=sources), held_by)
 
 
-def _flow(report: ReplicaReport | None, dataflow: str) -> DataflowReport | None:
-    if report is None:
-        return None
-    return next((flow for flow in report.dataflows if flow.name == dataflow), None)
+def _releases(source: Source) -> bool:
+    return source.clean_source is not CleanSource.OFF
 
 
 def _listed(report: DataflowReport | None, source: str) -> int | None:

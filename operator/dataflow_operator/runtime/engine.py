@@ -310,6 +310,8 @@ class Engine:
     def release_inputs(self, *, force: bool = False) -> None:
         """Compact the sources' ingested collections and release consumed input upstream
         (at most once a second unless ``force``); see :mod:`.release`."""
+        if not self.releaser.due(force=force):
+            return
         with self._lock:
             readers = [
                 SourceReader(
@@ -330,9 +332,9 @@ class Engine:
                 if entry.running is not None and entry.running.settings.layout.sink is None
             ]
         try:
-            if self.releaser.step(readers, force=force):
-                for store, downstream in outputs:
-                    compact_output(store, downstream)
+            self.releaser.step(readers, force=force)
+            for store, downstream in outputs:
+                compact_output(store, downstream)
         except Exception:  # never stops the dataflows: retried at the next step
             log.exception("releasing source input failed; retrying")
 

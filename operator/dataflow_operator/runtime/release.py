@@ -119,11 +119,9 @@ class SourceReader:
 
     @property
     def clean(self) -> tuple[CleanSource, str | None]:
-        """Its ``cleanSource`` and ``archivePath`` (tables: never released, for now)."""
+        """Its ``cleanSource`` and ``archivePath`` (tables are never released)."""
         settings = self.source.files or self.source.changelog
-        if settings is None:
-            return CleanSource.OFF, None
-        return settings.clean_source, settings.archive_path
+        return self.source.clean_source, None if settings is None else settings.archive_path
 
 
 @dataclass
@@ -145,23 +143,28 @@ class Releaser:
         self.cluster: dict[tuple[str, str], int] = {}
         """``(dataflow, source)`` → the cluster's listing frontier, as the operator sent
         it: files listed at or before it are read on every replica of the cluster."""
-        self._progress: dict[tuple[str, str], _Progress] = {}
+        self._progress: dict[str, dict[str, _Progress]] = {}
+        """Dataflow → source → what was last seen of it."""
         self._last = -1e9
 
-    def step(self, readers: Sequence[SourceReader], *, force: bool = False) -> bool:
-        """Compact and release for ``readers`` (at most once a second unless ``force``);
-        False when it was too soon."""
+    def due(self, *, force: bool = False) -> bool:
+        """Whether a release is due now (once a second, or at once with ``force``); if so,
+        the next one is due a second later. Ask before gathering the readers."""
         now = wall.monotonic()
         if not force and now - self._last < RELEASE_INTERVAL:
             return False
         self._last = now
+        return True
+
+    def step(self, readers: Sequence[SourceReader], *, force: bool = False) -> None:
+        """Compact and release for ``readers``; ``force`` also measures every collection."""
+        now = wall.monotonic()
         readers = [r for r in readers if r.source.kind in INGESTING]
         consumed: dict[str, list[tuple[SourceReader, list[str]]]] = {}
         for reader in readers:
-            progress = self._progress.setdefault((reader.dataflow, reader.source.name), _Progress())
+            progress = self._of(reader)
             progress.committed = committed_offsets(reader.checkpoint).get(reader.index)
             ingested = IngestedCollection(reader.logs.child(INGESTED_DIR))
-            listing = read_listing(reader.logs)
             if progress.committed is not None and progress.committed != progress.recorded:
                 # Recorded before anything is released: a dataflow that starts over on
                 # this collection reads the upstream only past it.
@@ -175,12 +178,18 @@ class Releaser:
                     progress.size, progress.sized_at = ingested.size(), now
             directory = reader.directory
             assert directory is not None
-            listed_by = self._listing_frontier(reader, progress.committed)
-            done = [name for name, listed in listing[:seq] if listed <= listed_by]
+            done: list[str] = []
+            if reader.source.clean_source is not CleanSource.OFF:
+                listed_by = self._listing_frontier(reader, progress.committed)
+                listing = read_listing(reader.logs)[:seq]
+                done = [name for name, listed in listing if listed <= listed_by]
             consumed.setdefault(directory.uri, []).append((reader, done))
         for group in consumed.values():
             self._release(group)
-        return True
+
+    def _of(self, reader: SourceReader) -> _Progress:
+        flows = self._progress.setdefault(reader.dataflow, {})
+        return flows.setdefault(reader.source.name, _Progress())
 
     def _listing_frontier(self, reader: SourceReader, committed: Committed | None) -> int:
         """Files listed at or before this time are read wherever they must be: on this
@@ -217,7 +226,7 @@ class Releaser:
                 error = f"{clean.value.lower()} {name}: {failure}"
                 break
         for reader, _ in group:
-            progress = self._progress[(reader.dataflow, reader.source.name)]
+            progress = self._of(reader)
             progress.released += released
             if error is not None:
                 progress.failures += 1
@@ -235,9 +244,7 @@ class Releaser:
     def reports(self, dataflow: str) -> list[SourceStatus]:
         """The sources of ``dataflow`` that ingest files, as last seen."""
         reports = []
-        for (name, source), progress in sorted(self._progress.items()):
-            if name != dataflow:
-                continue
+        for source, progress in sorted(self._progress.get(dataflow, {}).items()):
             committed = progress.committed
             size = progress.size or IngestedSize(0, 0, 0)
             frontier, offset = _resumption(progress)
@@ -258,8 +265,7 @@ class Releaser:
 
     def forget(self, dataflow: str) -> None:
         """Drop what is known of a dataflow that is no longer installed."""
-        for key in [key for key in self._progress if key[0] == dataflow]:
-            del self._progress[key]
+        self._progress.pop(dataflow, None)
 
 
 def _resumption(progress: _Progress) -> tuple[Frontier, int]:

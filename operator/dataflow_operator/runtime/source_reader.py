@@ -58,7 +58,6 @@ __all__ = [
     "HeldInput",
     "SourceOptions",
     "list_data_files",
-    "read_files_log",
     "read_listing",
 ]
 
@@ -375,7 +374,8 @@ class ChangelogReader(DataSourceStreamReader):
         return self.options.path.child(name).uri
 
     def _read_files_log(self) -> list[str]:
-        return read_files_log(self.options.log_dir)
+        """The files seen, in the order they are read (the offsets count them)."""
+        return [name for name, _ in read_listing(self.options.log_dir)]
 
     def _sync_files(self, listed: int) -> list[str]:
         """The files in the order they are consumed: the log, then any new ones, logged
@@ -388,11 +388,6 @@ class ChangelogReader(DataSourceStreamReader):
             lines = "".join(f"{name}\t{listed}\n" for name in new)
             self.options.log_dir.child("files.log").append_text(lines)
         return logged + new
-
-
-def read_files_log(log_dir: Location) -> list[str]:
-    """The files a source has seen, in the order it reads them (its offsets count them)."""
-    return [name for name, _ in read_listing(log_dir)]
 
 
 def read_listing(log_dir: Location) -> list[tuple[str, int]]:
