@@ -85,8 +85,8 @@ def run_once(
     spark: object, label: str, offset: Duration | None, *, rows: int, batches: int, work: Path
 ) -> Figures:
     """One replica run over the generated batches; returns its figures."""
-    from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
-    from dataflow_operator.runtime.insert_command import insert_rows
+    from dataflow_operator.runtime.cli.insert import insert_rows
+    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
 
     root = work / label.replace(" ", "-")
     shutil.rmtree(root, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 The inputs are built as a GENERAL dataflow's recompute builds them (JSON rows
 parallelized into one partition, cached here so that reading them is not measured), and
-each query runs alternately without and with :func:`dataflow_operator.runtime.fuse.fused`
+each query runs alternately without and with :func:`dataflow_operator.runtime.strategies.fuse.fused`
 (the first round warms up and is not counted). Prints each query's median times and the
 fused/plain ratio, and the time fusing one query takes (its plan walk and analysis).
 
@@ -18,8 +18,8 @@ import statistics
 import sys
 import time
 
-from dataflow_operator.runtime.fuse import fused
 from dataflow_operator.runtime.session import spark_session
+from dataflow_operator.runtime.strategies.fuse import fused
 
 QUERIES = {
     "cross count": "SELECT count(*) FROM a, b, c",

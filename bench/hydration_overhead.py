@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dataflow_operator.core.hydration import Progress
 from dataflow_operator.core.time import Frontier
-from dataflow_operator.runtime.hydration import (
+from dataflow_operator.runtime.hydration.tracker import (
     HydrationMonitor,
     HydrationTracker,
     StreamingQueryProbe,

@@ -93,7 +93,7 @@ def _spec(work: Path, grouped: bool) -> DataflowSpec:
 
 def _measure(args: argparse.Namespace, work: Path) -> tuple[float, list[float], int, int]:
     """Hydration seconds, seconds per trickle batch, state rows and bytes."""
-    from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
+    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
     from dataflow_operator.runtime.session import spark_session
 
     rng = random.Random(1)
@@ -127,7 +127,7 @@ def main() -> None:
     """Run the benchmark and print its figures."""
     args = _arguments()
     if args.strategy == "recompute":
-        from dataflow_operator.runtime import build
+        from dataflow_operator.runtime.strategies import build
 
         build._join = lambda *_: None  # falls back to recompute-and-diff
     work = Path(tempfile.mkdtemp(prefix="bench-join-"))

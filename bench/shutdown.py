@@ -41,7 +41,7 @@ from tests.runtime.shutdown_scenarios import (
     wait_busy,
 )
 
-from dataflow_operator.runtime.engine import dataflows_from
+from dataflow_operator.runtime.engine.engine import dataflows_from
 from dataflow_operator.runtime.session import spark_session
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from dataflow_operator.core.time import parse_timestamp
-from dataflow_operator.runtime import run_command
+from dataflow_operator.runtime.cli import run as run_command
 
 DAY = 86_400_000
 T = parse_timestamp("2026-01-01T00:00:00Z")

@@ -20,8 +20,13 @@ from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.time import format_timestamp
-from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from, expired_message
-from dataflow_operator.runtime.insert_command import insert_rows
+from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.engine.engine import (
+    Engine,
+    EngineConfig,
+    dataflows_from,
+    expired_message,
+)
 
 pytestmark = pytest.mark.spark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from tests.runtime.test_join_state import FakeHandle
 
-from dataflow_operator.runtime.aggregate import GroupTotals
+from dataflow_operator.runtime.strategies.aggregate import GroupTotals
 
 
 def _transitions(totals: GroupTotals, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:

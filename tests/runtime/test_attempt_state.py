@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dataflow_operator.runtime.attempt_state import prune_attempt_states
+from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
 from dataflow_operator.runtime.storage import Location
 
 

@@ -20,9 +20,9 @@ from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_OK
 from dataflow_operator.api.protocol import DesiredDataflows
 from dataflow_operator.core.time import format_timestamp
-from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
-from dataflow_operator.runtime.insert_command import insert_rows
-from dataflow_operator.runtime.running import BatchOutput
+from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark
 

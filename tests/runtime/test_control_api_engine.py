@@ -18,9 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api.protocol import InstallResult, PeekResult, ReplicaReport
-from dataflow_operator.runtime.clock import TickPlan
-from dataflow_operator.runtime.engine import Engine, EngineConfig
-from dataflow_operator.runtime.insert_command import insert_rows
+from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.engine.clock import TickPlan
+from dataflow_operator.runtime.engine.engine import Engine, EngineConfig
 from dataflow_operator.runtime.serve import ControlServer
 
 pytestmark = pytest.mark.spark

@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 from tests.runtime.runs import DAY, T
 
 from dataflow_operator.api.dataflow import DataflowSpec
-from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
-from dataflow_operator.runtime.running import BatchOutput
+from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark
 

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from dataflow_operator.core.fuse import join_fuses
-from dataflow_operator.runtime.fuse import FUSE_COLUMN, fused
+from dataflow_operator.runtime.strategies.fuse import FUSE_COLUMN, fused
 
 pytestmark = pytest.mark.spark
 

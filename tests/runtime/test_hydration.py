@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from dataflow_operator.core.hydration import ROOT_GROUP, Progress, hydrated_nodes, stage_groups
 from dataflow_operator.core.plan import PlanTree, RawNode, number_plan
 from dataflow_operator.core.time import Frontier
-from dataflow_operator.runtime.hydration import (
+from dataflow_operator.runtime.hydration.tracker import (
     HydrationMonitor,
     HydrationStatus,
     HydrationTracker,
@@ -118,7 +118,7 @@ def test_constant_dataflow_is_hydrated_at_once() -> None:
 
 @pytest.mark.spark
 def test_constant_query_with_plan_is_hydrated_at_once(spark: SparkSession) -> None:
-    from dataflow_operator.runtime.plan import live_plan
+    from dataflow_operator.runtime.hydration.plan import live_plan
 
     frame = spark.sql("SELECT 1 AS x UNION ALL SELECT 2")
     tracker = HydrationTracker("const", Frontier.empty())
@@ -207,8 +207,8 @@ def test_engine_reports_nodes_hydrating_before_the_dataflow(
     import threading
 
     from dataflow_operator.api.dataflow import DataflowSpec
-    from dataflow_operator.runtime.engine import Engine, EngineConfig, dataflows_from
-    from dataflow_operator.runtime.insert_command import insert_rows
+    from dataflow_operator.runtime.cli.insert import insert_rows
+    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
 
     events = tmp_path / "events"
     for chunk in range(4):

@@ -9,7 +9,12 @@ from pyspark.sql import SparkSession
 from tests.runtime.runs import T
 
 from dataflow_operator.api.dataflow import DataflowSpec
-from dataflow_operator.runtime.engine import KAFKA_PROVIDER, Engine, EngineConfig, dataflows_from
+from dataflow_operator.runtime.engine.engine import (
+    KAFKA_PROVIDER,
+    Engine,
+    EngineConfig,
+    dataflows_from,
+)
 
 pytestmark = pytest.mark.spark
 

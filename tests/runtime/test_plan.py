@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dataflow_operator.core.plan import PlanTree, RawNode, number_plan
-from dataflow_operator.runtime.plan import live_plan
+from dataflow_operator.runtime.hydration.plan import live_plan
 
 
 def _check_children_first(tree: PlanTree) -> None:

@@ -14,7 +14,7 @@ import structlog
 from dataflow_operator.api.dataflow import NodeStatus
 from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
 from dataflow_operator.logs import configure_logging
-from dataflow_operator.runtime.progress import (
+from dataflow_operator.runtime.cli.progress import (
     BatchProgress,
     bar,
     render_batch,

@@ -11,13 +11,13 @@ import pyarrow as pa
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.changelog_store import ChangelogStore
-from dataflow_operator.runtime.ingested import IngestedCollection, IngestedUpper
-from dataflow_operator.runtime.release import (
+from dataflow_operator.runtime.engine.release import (
     Releaser,
     SourceReader,
     committed_offsets,
     compact_output,
 )
+from dataflow_operator.runtime.sources.ingested import IngestedCollection, IngestedUpper
 from dataflow_operator.runtime.storage import Location
 
 FILES = ["a.json", "b.json", "c.json"]

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
-from dataflow_operator.runtime.replica_command import (
+from dataflow_operator.runtime.cli.replica import (
     ConfigError,
     ReplicaConfig,
     configure,

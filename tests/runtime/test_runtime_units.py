@@ -14,14 +14,14 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.incremental import plan_query
-from dataflow_operator.runtime.aggregate import final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import ChangelogStore, consolidate
-from dataflow_operator.runtime.clock import ClockFile, TickPlan
+from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.cli.run import format_update
+from dataflow_operator.runtime.engine.clock import ClockFile, TickPlan
 from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.insert_command import insert_rows
-from dataflow_operator.runtime.run_command import format_update
-from dataflow_operator.runtime.source_reader import ChangelogReader, HeldInput, list_data_files
+from dataflow_operator.runtime.sources.reader import ChangelogReader, HeldInput, list_data_files
 from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.strategies.aggregate import final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
 
 

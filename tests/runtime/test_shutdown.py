@@ -21,7 +21,7 @@ from tests.runtime.shutdown_scenarios import (
     wait_busy,
 )
 
-from dataflow_operator.runtime.engine import dataflows_from
+from dataflow_operator.runtime.engine.engine import dataflows_from
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.token import Token, TokenDropped, active_tasks
 

@@ -14,9 +14,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api.protocol import DesiredDataflows
-from dataflow_operator.runtime.engine import Engine, EngineConfig
-from dataflow_operator.runtime.insert_command import insert_rows
-from dataflow_operator.runtime.running import BatchOutput
+from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.engine.engine import Engine, EngineConfig
+from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 

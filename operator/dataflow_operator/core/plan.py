@@ -1,7 +1,7 @@
 """Physical plan node ids: a plan as plain Python values, numbered as explain numbers it.
 
 The runtime walks Spark's executed physical plan once through py4j
-(:mod:`dataflow_operator.runtime.plan`) into :class:`RawNode` values; :func:`number_plan`
+(:mod:`dataflow_operator.runtime.hydration.plan`) into :class:`RawNode` values; :func:`number_plan`
 turns those into a :class:`PlanTree` without a JVM:
 
 - ids are increasing integers from 1, children before parents (post-order), unique

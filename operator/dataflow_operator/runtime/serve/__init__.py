@@ -14,7 +14,7 @@ a running replica through these endpoints; JSON bodies are the versioned models 
                                    see :mod:`~dataflow_operator.runtime.serve.stream`)
 ``GET /healthz``                   200 while the process serves
 ``GET /readyz``                    200 once the replica is ready, else 503
-``GET /metrics``                   Prometheus text (:mod:`dataflow_operator.runtime.metrics`)
+``GET /metrics``                   Prometheus text (:mod:`dataflow_operator.runtime.serve.metrics`)
 =================================  ===========================================================
 
 Every error is an :class:`ErrorBody`: 400 for malformed JSON, a body that does not

@@ -23,7 +23,6 @@ from dataflow_operator.api.dataflow import DataflowKindField
 from dataflow_operator.api.loading import error_lines
 from dataflow_operator.api.meta import ApiModel
 from dataflow_operator.api.protocol import PROTOCOL_VERSION, DesiredDataflows, ReleaseFrontiers
-from dataflow_operator.runtime.metrics import CONTENT_TYPE, render_metrics
 from dataflow_operator.runtime.serve.auth import token_middleware
 from dataflow_operator.runtime.serve.changes import ChangeReader
 from dataflow_operator.runtime.serve.errors import (
@@ -34,6 +33,7 @@ from dataflow_operator.runtime.serve.errors import (
     unknown_dataflow,
     version_middleware,
 )
+from dataflow_operator.runtime.serve.metrics import CONTENT_TYPE, render_metrics
 from dataflow_operator.runtime.serve.stream import (
     Notifier,
     StreamLimits,

@@ -3,7 +3,7 @@
 :class:`Engine` implements :class:`~dataflow_operator.runtime.service.ReplicaService`
 (what the control API serves) and runs the replica's clock: each :meth:`Engine.step`
 advances every dataflow to one logical time, in dependency order, and
-:meth:`Engine.run` loops over a :class:`~dataflow_operator.runtime.clock.TickPlan` until
+:meth:`Engine.run` loops over a :class:`~dataflow_operator.runtime.engine.clock.TickPlan` until
 it ends or the replica expires (the frontier guard: no batch at or past the expiration).
 """
 
@@ -37,33 +37,33 @@ from dataflow_operator.core.errors import DomainError, InvalidSpec, UnknownSourc
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Frontier, Timestamp, format_timestamp
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.build import SourceInput, Unsupported, build_dataflow
-from dataflow_operator.runtime.clock import ClockFile, TickPlan
-from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.expiry import expiration_of
-from dataflow_operator.runtime.ingested import IngestedCollection
-from dataflow_operator.runtime.layout import DataflowLayout, last_offsets
-from dataflow_operator.runtime.metrics import ShutdownHistogram
-from dataflow_operator.runtime.release import (
+from dataflow_operator.runtime.engine.clock import ClockFile, TickPlan
+from dataflow_operator.runtime.engine.expiry import expiration_of
+from dataflow_operator.runtime.engine.layout import DataflowLayout, last_offsets
+from dataflow_operator.runtime.engine.release import (
     Releaser,
     SourceReader,
     committed_offsets,
     compact_output,
 )
-from dataflow_operator.runtime.running import (
+from dataflow_operator.runtime.engine.running import (
     DROPPED_MARKER,
     BatchOutput,
     DataflowSettings,
     RunningDataflow,
 )
+from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.serve.metrics import ShutdownHistogram
 from dataflow_operator.runtime.service import (
     BatchListener,
     Changelog,
     NotAnIndex,
     UnknownDataflow,
 )
-from dataflow_operator.runtime.source_reader import HELD_FILE, INGESTED_DIR, HeldInput
+from dataflow_operator.runtime.sources.ingested import IngestedCollection
+from dataflow_operator.runtime.sources.reader import HELD_FILE, INGESTED_DIR, HeldInput
 from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.strategies.build import SourceInput, Unsupported, build_dataflow
 
 __all__ = ["Engine", "EngineConfig", "dataflows_from", "expired_message", "write_status"]
 
@@ -718,6 +718,6 @@ def dataflows_from(specs: Iterable[tuple[str, DataflowSpec]]) -> DesiredDataflow
 
 def write_status(engine: Engine, path: Path) -> None:
     """The replica's report as JSON, replaced atomically."""
-    from dataflow_operator.runtime.clock import atomic_write_text
+    from dataflow_operator.runtime.engine.clock import atomic_write_text
 
     atomic_write_text(path, json.dumps(engine.report().to_wire(), indent=2) + "\n")

@@ -37,12 +37,8 @@ from dataflow_operator.core.incremental import (
 from dataflow_operator.core.join import JOINED
 from dataflow_operator.core.sql_shape import FILTERED
 from dataflow_operator.core.temporal import TemporalBound
-from dataflow_operator.runtime.aggregate import GroupTotals, final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.general import Recompute, inputs_changelog
-from dataflow_operator.runtime.join import joined_changelog
-from dataflow_operator.runtime.multiset import multiset_changelog
-from dataflow_operator.runtime.source_reader import (
+from dataflow_operator.runtime.sources.reader import (
     BATCH_TIME,
     HEARTBEAT,
     RUNTIME_COLUMNS,
@@ -50,7 +46,20 @@ from dataflow_operator.runtime.source_reader import (
     ChangelogSource,
 )
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.temporal_filter import BUCKET, LOWER, UPPER, TemporalFilter
+from dataflow_operator.runtime.strategies.aggregate import (
+    GroupTotals,
+    final_changelog_sql,
+    per_row_sql,
+)
+from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
+from dataflow_operator.runtime.strategies.join import joined_changelog
+from dataflow_operator.runtime.strategies.multiset import multiset_changelog
+from dataflow_operator.runtime.strategies.temporal_filter import (
+    BUCKET,
+    LOWER,
+    UPPER,
+    TemporalFilter,
+)
 
 __all__ = [
     "BUCKETS",

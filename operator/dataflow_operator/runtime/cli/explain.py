@@ -4,7 +4,7 @@ Each dataflow is built as the replica's engine builds it (a streaming DataFrame 
 sources' schemas; no data is read), planned by Spark in local mode as a micro-batch, and
 printed one node per line, indented by depth; ``--node-ids`` ends each line with
 ``// { node_id: N }``, the ids the
-replica reports hydration for (:mod:`dataflow_operator.runtime.plan`). A dataflow
+replica reports hydration for (:mod:`dataflow_operator.runtime.hydration.plan`). A dataflow
 maintained by recompute ends with a ``-- maintained by recompute: …`` line saying why. A
 dataflow that fails to plan prints its error on one line and the others still print.
 """
@@ -26,12 +26,12 @@ from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.loading import load_paths
 from dataflow_operator.core.plan import PlanTree
 from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.plan import executed_plan, live_plan
+from dataflow_operator.runtime.hydration.plan import executed_plan, live_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from dataflow_operator.runtime.build import BuiltDataflow
+    from dataflow_operator.runtime.strategies.build import BuiltDataflow
 
 __all__ = [
     "FrameBuilder",
@@ -63,7 +63,7 @@ def _source_schema(source: Source) -> str:
 
 
 def _built(session: SparkSession, name: str, catalog: Catalog, scratch: str) -> BuiltDataflow:
-    from dataflow_operator.runtime.build import SourceInput, Unsupported, build_dataflow
+    from dataflow_operator.runtime.strategies.build import SourceInput, Unsupported, build_dataflow
 
     spec: DataflowSpec = catalog.spec(name)
     for problem in catalog.problems(name):
@@ -85,7 +85,8 @@ def _built(session: SparkSession, name: str, catalog: Catalog, scratch: str) -> 
 def engine_frame(session: SparkSession, name: str, catalog: Catalog) -> DataFrame:
     """The streaming DataFrame the replica's engine runs for dataflow ``name``.
 
-    Built by the engine's own builder (:func:`dataflow_operator.runtime.build.build_dataflow`)
+    Built by the engine's own builder
+    (:func:`dataflow_operator.runtime.strategies.build.build_dataflow`)
     over its sources' schemas, without reading them: the plan, and so the node ids, are
     those a replica reports hydration for.
     """

@@ -26,15 +26,15 @@ from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
-from dataflow_operator.runtime.clock import TickPlan
-from dataflow_operator.runtime.progress import BatchProgress, watch_hydration
-from dataflow_operator.runtime.running import BatchOutput
+from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
+from dataflow_operator.runtime.engine.clock import TickPlan
+from dataflow_operator.runtime.engine.running import BatchOutput
 from dataflow_operator.runtime.values import format_update
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dataflow_operator.runtime.engine import Engine
+    from dataflow_operator.runtime.engine.engine import Engine
 
 __all__ = ["configure", "execute", "format_update", "run"]
 
@@ -176,7 +176,7 @@ def execute(
         print("run: --tick must be positive", file=err)
         return EXIT_USAGE
 
-    from dataflow_operator.runtime.engine import (
+    from dataflow_operator.runtime.engine.engine import (
         Engine,
         EngineConfig,
         dataflows_from,
@@ -235,7 +235,7 @@ def execute(
 
 
 class _Progress:
-    """After each batch: report progress (:mod:`~dataflow_operator.runtime.progress`) and
+    """After each batch: report progress (:mod:`~dataflow_operator.runtime.cli.progress`) and
     write the status file."""
 
     def __init__(self, progress: BatchProgress, status_file: Path | None) -> None:
@@ -243,7 +243,7 @@ class _Progress:
         self.status_file = status_file
 
     def __call__(self, engine: Engine) -> None:
-        from dataflow_operator.runtime.engine import write_status
+        from dataflow_operator.runtime.engine.engine import write_status
 
         self.progress(engine.report(), engine.now, engine.expired_at is not None)
         if self.status_file is not None:

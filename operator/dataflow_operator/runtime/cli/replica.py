@@ -41,16 +41,16 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
-from dataflow_operator.runtime.attempt_state import prune_attempt_states
-from dataflow_operator.runtime.progress import BatchProgress, watch_hydration
+from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
+from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
-from dataflow_operator.runtime.starting import StartingService
+from dataflow_operator.runtime.serve.starting import StartingService
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dataflow_operator.runtime.engine import Engine
+    from dataflow_operator.runtime.engine.engine import Engine
 
 __all__ = ["ConfigError", "ReplicaConfig", "configure", "execute", "run", "start_serving"]
 
@@ -276,8 +276,8 @@ def execute(
     one, serves here and stops serving on return. Returns the exit code; does not stop
     ``spark``.
     """
-    from dataflow_operator.runtime.clock import TickPlan
-    from dataflow_operator.runtime.engine import Engine, EngineConfig, expired_message
+    from dataflow_operator.runtime.engine.clock import TickPlan
+    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, expired_message
 
     if config.keep_state is not None:
         removed = prune_attempt_states(Location.of(config.state_dir), config.keep_state)

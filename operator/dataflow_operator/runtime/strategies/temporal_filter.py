@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-from dataflow_operator.runtime.held import HeldUpdates
+from dataflow_operator.runtime.strategies.held import HeldUpdates
 
 __all__ = ["BUCKET", "LOWER", "UPPER", "TemporalFilter"]
 

@@ -45,9 +45,13 @@ from dataflow_operator.core.resumption import (
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import ChangelogStore
-from dataflow_operator.runtime.ingested import IngestedCollection, IngestedSize, IngestedUpper
-from dataflow_operator.runtime.layout import offsets_of
-from dataflow_operator.runtime.source_reader import INGESTED_DIR, read_listing
+from dataflow_operator.runtime.engine.layout import offsets_of
+from dataflow_operator.runtime.sources.ingested import (
+    IngestedCollection,
+    IngestedSize,
+    IngestedUpper,
+)
+from dataflow_operator.runtime.sources.reader import INGESTED_DIR, read_listing
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["Committed", "Releaser", "SourceReader", "committed_offsets", "compact_output"]

@@ -34,7 +34,7 @@ from dataflow_operator.core.hydration import (
 from dataflow_operator.core.plan import BROADCAST_EXCHANGES, SHUFFLE_EXCHANGES, PlanTree
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.plan import LivePlan, live_plan
+from dataflow_operator.runtime.hydration.plan import LivePlan, live_plan
 
 __all__ = [
     "DataflowHydration",

@@ -10,7 +10,7 @@ previous result: ``(row, t, new count - old count)``.
 
 Dropping stops it promptly: the per-time loop checks the token; the query runs with a
 fuse after each join that can multiply rows and after each input of a nested-loop join
-(:mod:`dataflow_operator.runtime.fuse`), which fails the task once its job is cancelled,
+(:mod:`dataflow_operator.runtime.strategies.fuse`), which fails the task once its job is cancelled,
 so a cartesian or nested-loop join whose own loops never check for a cancel
 (SPARK-33409) ends too; a recursion's iterations are jobs (see the engine's
 ``RECURSION_LOCAL_RELATION``) that the token's cancel of future jobs ends.
@@ -33,8 +33,8 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.fuse import fused
 from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.strategies.fuse import fused
 from dataflow_operator.runtime.token import Token
 
 __all__ = ["INPUT", "ROW", "Recompute", "inputs_changelog"]

@@ -27,8 +27,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.multiset import MultisetPlan, SetOperation, output_multiplicity
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.held import HeldUpdates
-from dataflow_operator.runtime.join import JSON_OPTIONS
+from dataflow_operator.runtime.strategies.held import HeldUpdates
+from dataflow_operator.runtime.strategies.join import JSON_OPTIONS
 
 __all__ = ["RowCounts", "multiset_changelog"]
 

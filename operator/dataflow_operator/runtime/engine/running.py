@@ -21,14 +21,14 @@ from dataflow_operator.api.protocol import DataflowReport
 from dataflow_operator.core.hydration import is_hydrated
 from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.build import BuiltDataflow
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
-from dataflow_operator.runtime.clock import ClockFile
+from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.engine.layout import DataflowLayout, last_offsets, offsets_of
+from dataflow_operator.runtime.engine.sink import write_batch
 from dataflow_operator.runtime.errors import is_data_error, one_line
-from dataflow_operator.runtime.general import Recompute
-from dataflow_operator.runtime.hydration import DataflowHydration
-from dataflow_operator.runtime.layout import DataflowLayout, last_offsets, offsets_of
-from dataflow_operator.runtime.sink import write_batch
+from dataflow_operator.runtime.hydration.tracker import DataflowHydration
+from dataflow_operator.runtime.strategies.build import BuiltDataflow
+from dataflow_operator.runtime.strategies.general import Recompute
 from dataflow_operator.runtime.token import Token, TokenDropped, active_tasks
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]

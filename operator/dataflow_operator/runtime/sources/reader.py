@@ -42,8 +42,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
-from dataflow_operator.runtime.clock import ClockFile
-from dataflow_operator.runtime.ingested import IngestedCollection, updates_table
+from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.sources.ingested import IngestedCollection, updates_table
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
 
@@ -190,7 +190,7 @@ class ChangelogReader(DataSourceStreamReader):
         self, start: dict[str, int] | None = None, limit: Any = None
     ) -> dict[str, int]:
         """How far the source can be read now (and the clock's round: see
-        :meth:`~dataflow_operator.runtime.clock.ClockFile.next_round`)."""
+        :meth:`~dataflow_operator.runtime.engine.clock.ClockFile.next_round`)."""
         start = start or self.initialOffset()
         return {**self._latest(start), **self._round(start), "source": self.options.index}
 

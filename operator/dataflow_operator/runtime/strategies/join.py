@@ -6,7 +6,7 @@ rows (the relation :data:`~dataflow_operator.core.join.JOINED`):
 
 - both sides' updates become one stream: the side (0 left, 1 right), the join key as
   JSON (NULL when a key component is NULL: such rows match nothing), the row as JSON,
-  ``__time``, ``__diff``, grouped into :data:`~dataflow_operator.runtime.build.BUCKETS`
+  ``__time``, ``__diff``, grouped into :data:`~dataflow_operator.runtime.strategies.build.BUCKETS`
   state keys by the key's hash, so that work is partitioned by key;
 - :class:`ArrangedJoin` keeps, per join key, each side's rows with their multiplicities
   (the *arrangement*, a ``MapState`` keyed by the key's JSON) and joins each update with
@@ -38,7 +38,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.join import JoinPlan, joined_column
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.held import HeldUpdates
+from dataflow_operator.runtime.strategies.held import HeldUpdates
 
 __all__ = ["ArrangedJoin", "joined_changelog"]
 

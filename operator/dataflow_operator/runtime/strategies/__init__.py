@@ -1,0 +1,14 @@
+"""How a dataflow is maintained: one strategy per shape of query, chosen by the core.
+
+:mod:`.build` turns a spec into a streaming DataFrame of the output changelog and picks
+the strategy the core planned (:class:`dataflow_operator.core.incremental.MaintenancePlan`):
+
+- :mod:`.temporal_filter`: ``mz_now()`` bounds, with retractions held in state until due;
+- :mod:`.aggregate`: GROUP BY with count/sum/avg (and min/max) in state;
+- :mod:`.join`: equi-joins, each side's rows in state;
+- :mod:`.multiset`: DISTINCT and set operations;
+- :mod:`.general`: everything else, recomputed and diffed (:mod:`.fuse` makes its
+  cancellation prompt).
+
+Each stateful operator is ``transformWithStateInPandas``; :mod:`.held` is what they share.
+"""
