@@ -86,7 +86,8 @@ def run_once(
 ) -> Figures:
     """One replica run over the generated batches; returns its figures."""
     from dataflow_operator.runtime.cli.insert import insert_rows
-    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+    from dataflow_operator.runtime.engine.config import EngineConfig
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 
     root = work / label.replace(" ", "-")
     shutil.rmtree(root, ignore_errors=True)

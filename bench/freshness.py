@@ -234,7 +234,8 @@ def profile(work: Path, batches: int) -> None:
     from dataflow_operator.api.dataflow import DataflowSpec
     from dataflow_operator.api.protocol import DesiredDataflow, DesiredDataflows
     from dataflow_operator.core.time import parse_timestamp
-    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig
+    from dataflow_operator.runtime.engine.config import EngineConfig
+    from dataflow_operator.runtime.engine.engine import Engine
     from dataflow_operator.runtime.session import spark_session
 
     table = work / "profile-events"

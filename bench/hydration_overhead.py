@@ -27,11 +27,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dataflow_operator.core.hydration import Progress
 from dataflow_operator.core.time import Frontier
-from dataflow_operator.runtime.hydration.tracker import (
-    HydrationMonitor,
-    HydrationTracker,
-    StreamingQueryProbe,
-)
+from dataflow_operator.runtime.hydration.monitor import HydrationMonitor
+from dataflow_operator.runtime.hydration.probe import StreamingQueryProbe
+from dataflow_operator.runtime.hydration.tracker import HydrationTracker
 from dataflow_operator.runtime.session import spark_session
 
 SQL = (

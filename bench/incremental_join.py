@@ -93,7 +93,8 @@ def _spec(work: Path, grouped: bool) -> DataflowSpec:
 
 def _measure(args: argparse.Namespace, work: Path) -> tuple[float, list[float], int, int]:
     """Hydration seconds, seconds per trickle batch, state rows and bytes."""
-    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+    from dataflow_operator.runtime.engine.config import EngineConfig
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
     from dataflow_operator.runtime.session import spark_session
 
     rng = random.Random(1)

@@ -54,7 +54,8 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+    from dataflow_operator.runtime.engine.config import EngineConfig
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
     from dataflow_operator.runtime.session import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="input-reliance-"))

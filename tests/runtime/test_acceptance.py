@@ -21,12 +21,8 @@ from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.time import format_timestamp
 from dataflow_operator.runtime.cli.insert import insert_rows
-from dataflow_operator.runtime.engine.engine import (
-    Engine,
-    EngineConfig,
-    dataflows_from,
-    expired_message,
-)
+from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 
 pytestmark = pytest.mark.spark
 

@@ -21,7 +21,8 @@ from dataflow_operator.api.injection import EXIT_OK
 from dataflow_operator.api.protocol import DesiredDataflows
 from dataflow_operator.core.time import format_timestamp
 from dataflow_operator.runtime.cli.insert import insert_rows
-from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark

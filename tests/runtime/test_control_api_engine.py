@@ -20,7 +20,9 @@ from pyspark.sql import SparkSession
 from dataflow_operator.api.protocol import InstallResult, PeekResult, ReplicaReport
 from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.clock import TickPlan
-from dataflow_operator.runtime.engine.engine import Engine, EngineConfig
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine
+from dataflow_operator.runtime.engine.loop import run_plan
 from dataflow_operator.runtime.serve import ControlServer
 
 pytestmark = pytest.mark.spark
@@ -56,8 +58,8 @@ def replica(spark: SparkSession, tmp_path: Path) -> Iterator[tuple[ControlServer
     engine = Engine(spark, EngineConfig(state_dir=tmp_path / "state", start_time=start))
     stop = threading.Event()
     loop = threading.Thread(
-        target=engine.run,
-        args=(TickPlan(start=start, tick=300, simulated=False),),
+        target=run_plan,
+        args=(engine, TickPlan(start=start, tick=300, simulated=False)),
         kwargs={"stop": stop},
         daemon=True,
     )

@@ -141,7 +141,8 @@ def test_explain_ids_are_the_ids_the_replica_reports(spark: SparkSession, tmp_pa
     from dataflow_operator.api.dataflow import DataflowSpec
     from dataflow_operator.runtime.cli.explain import explain_dataflow
     from dataflow_operator.runtime.cli.insert import insert_rows
-    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+    from dataflow_operator.runtime.engine.config import EngineConfig
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 
     events = tmp_path / "events"
     now = dt.datetime.now(dt.UTC)

@@ -12,7 +12,8 @@ from pyspark.sql import SparkSession
 from tests.runtime.runs import T
 
 from dataflow_operator.api.dataflow import DataflowSpec
-from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark

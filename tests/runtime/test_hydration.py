@@ -13,12 +13,10 @@ from pyspark.sql import DataFrame, SparkSession
 from dataflow_operator.core.hydration import ROOT_GROUP, Progress, hydrated_nodes, stage_groups
 from dataflow_operator.core.plan import PlanTree, RawNode, number_plan
 from dataflow_operator.core.time import Frontier
-from dataflow_operator.runtime.hydration.tracker import (
-    HydrationMonitor,
-    HydrationStatus,
-    HydrationTracker,
-    StreamingQueryProbe,
-)
+from dataflow_operator.runtime.hydration.dataflow import DataflowHydration
+from dataflow_operator.runtime.hydration.monitor import HydrationMonitor
+from dataflow_operator.runtime.hydration.probe import StreamingQueryProbe
+from dataflow_operator.runtime.hydration.tracker import HydrationStatus, HydrationTracker
 
 
 def _tree() -> PlanTree:
@@ -76,7 +74,6 @@ def test_tracker_follows_progress_then_frontier() -> None:
     tracker.observe_progress(Progress(tree, frozenset({ids["BroadcastExchange"]})))
     first = tracker.status()
     assert not first.hydrated and 0 < sum(n.hydrated for n in first.nodes) < len(first.nodes)
-    assert first.progress_line() == f"hydrating: 2/{len(first.nodes)} nodes"
     tracker.observe_frontier(Frontier.at(5))  # not strictly beyond as_of
     assert not tracker.hydrated
     now[0] = 3500
@@ -114,6 +111,28 @@ def test_constant_dataflow_is_hydrated_at_once() -> None:
     monitor = HydrationMonitor()
     monitor.watch(tracker, probe=None)
     assert not monitor.watched()
+
+
+def test_dataflow_hydration_counts_from_installation_and_only_after_a_batch() -> None:
+    now = [1000]
+    hydration = DataflowHydration("d", HydrationMonitor(), clock=lambda: now[0])
+    assert hydration.status() == HydrationStatus(False, None, ())
+    now[0] = 4000
+    hydration.begin(None, Frontier.at(5))  # the first step, 3 s after installation
+    assert not hydration.status().hydrated
+    now[0] = 6000
+    hydration.observe_frontier(Frontier.at(6))  # the snapshot batch completed
+    assert hydration.status() == HydrationStatus(True, 5000, ())
+    hydration.begin(None, Frontier.at(9))  # a later step does not begin again
+    assert hydration.status().hydrated
+
+
+def test_dataflow_that_never_began_hydrates_with_its_first_batch() -> None:
+    now = [0]
+    hydration = DataflowHydration("refreshed", HydrationMonitor(), clock=lambda: now[0])
+    now[0] = 250
+    hydration.observe_frontier(Frontier.at(1))
+    assert hydration.status() == HydrationStatus(True, 250, ())
 
 
 @pytest.mark.spark
@@ -208,7 +227,8 @@ def test_engine_reports_nodes_hydrating_before_the_dataflow(
 
     from dataflow_operator.api.dataflow import DataflowSpec
     from dataflow_operator.runtime.cli.insert import insert_rows
-    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+    from dataflow_operator.runtime.engine.config import EngineConfig
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 
     events = tmp_path / "events"
     for chunk in range(4):

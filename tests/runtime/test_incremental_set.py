@@ -16,7 +16,8 @@ from tests.runtime.test_incremental_join import check_joins
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.incremental import Strategy, plan_query
-from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark

@@ -9,12 +9,9 @@ from pyspark.sql import SparkSession
 from tests.runtime.runs import T
 
 from dataflow_operator.api.dataflow import DataflowSpec
-from dataflow_operator.runtime.engine.engine import (
-    KAFKA_PROVIDER,
-    Engine,
-    EngineConfig,
-    dataflows_from,
-)
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+from dataflow_operator.runtime.engine.install import KAFKA_PROVIDER
 
 pytestmark = pytest.mark.spark
 

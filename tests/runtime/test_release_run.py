@@ -15,7 +15,8 @@ from tests.runtime.runs import write_manifests as write
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
 from dataflow_operator.core.time import format_timestamp
-from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, dataflows_from
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 
 pytestmark = pytest.mark.spark
 

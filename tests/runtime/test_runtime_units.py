@@ -19,7 +19,8 @@ from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.cli.run import format_update
 from dataflow_operator.runtime.engine.clock import ClockFile, TickPlan
 from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.sources.reader import ChangelogReader, HeldInput, list_data_files
+from dataflow_operator.runtime.sources.logs import HeldInput, list_data_files
+from dataflow_operator.runtime.sources.reader import ChangelogReader
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies.aggregate import final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines

@@ -63,7 +63,8 @@ def _source_schema(source: Source) -> str:
 
 
 def _built(session: SparkSession, name: str, catalog: Catalog, scratch: str) -> BuiltDataflow:
-    from dataflow_operator.runtime.strategies.build import SourceInput, Unsupported, build_dataflow
+    from dataflow_operator.runtime.sources.frames import SourceInput
+    from dataflow_operator.runtime.strategies.build import Unsupported, build_dataflow
 
     spec: DataflowSpec = catalog.spec(name)
     for problem in catalog.problems(name):

@@ -277,7 +277,9 @@ def execute(
     ``spark``.
     """
     from dataflow_operator.runtime.engine.clock import TickPlan
-    from dataflow_operator.runtime.engine.engine import Engine, EngineConfig, expired_message
+    from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
+    from dataflow_operator.runtime.engine.engine import Engine
+    from dataflow_operator.runtime.engine.loop import run_plan
 
     if config.keep_state is not None:
         removed = prune_attempt_states(Location.of(config.state_dir), config.keep_state)
@@ -289,7 +291,6 @@ def execute(
             state_dir=config.state_dir,
             start_time=config.start_time,
             expiration_offset=config.expiration_offset,
-            spark_log_level=QUIET_LOG_LEVEL,
         ),
     )
     expiration = engine.config.expiration
@@ -302,7 +303,7 @@ def execute(
         if on_serving is not None:
             on_serving(server)
         plan = TickPlan(start=config.start_time, tick=config.tick_ms, simulated=False)
-        code = engine.run(plan, stop=stop, after_batch=_console_progress(engine, watching))
+        code = run_plan(engine, plan, stop=stop, after_batch=_console_progress(engine, watching))
         if stop.is_set() and code != injection.EXIT_EXPIRED:
             code = injection.EXIT_OK  # asked to stop: a graceful end, whatever failed before
     finally:

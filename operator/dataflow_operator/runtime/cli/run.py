@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         return spark
 
     try:
-        return execute(args, session, sys.stdout, sys.stderr, spark_log_level=QUIET_LOG_LEVEL)
+        return execute(args, session, sys.stdout, sys.stderr)
     finally:
         if spark is not None:
             spark.stop()
@@ -149,8 +149,6 @@ def execute(
     session: Callable[[], SparkSession],
     out: TextIO,
     err: TextIO,
-    *,
-    spark_log_level: str = "ERROR",
 ) -> int:
     """The ``run`` command over a Spark session from ``session`` (which it does not stop)."""
     manifests, problems = load_paths(args.files)
@@ -176,19 +174,14 @@ def execute(
         print("run: --tick must be positive", file=err)
         return EXIT_USAGE
 
-    from dataflow_operator.runtime.engine.engine import (
-        Engine,
-        EngineConfig,
-        dataflows_from,
-        expired_message,
-        write_status,
-    )
+    from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from, write_status
+    from dataflow_operator.runtime.engine.loop import run_plan
 
     config = EngineConfig(
         state_dir=args.state_dir,
         start_time=start,
         expiration_offset=offset,
-        spark_log_level=spark_log_level,
         release_upstream=True,  # a local run is its own cluster: nobody else reads its input
     )
     engine = Engine(session(), config, on_output=_Printer(out))
@@ -221,7 +214,7 @@ def execute(
         batches=args.batches,
     )
     try:
-        code = engine.run(plan, after_batch=progress)
+        code = run_plan(engine, plan, after_batch=progress)
     except KeyboardInterrupt:
         code = 130
     finally:

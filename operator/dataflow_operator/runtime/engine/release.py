@@ -35,7 +35,13 @@ import time as wall
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dataflow_operator.api.dataflow import CleanSource, Source, SourceKind, SourceStatus
+from dataflow_operator.api.dataflow import (
+    CleanSource,
+    DataflowSpec,
+    Source,
+    SourceKind,
+    SourceStatus,
+)
 from dataflow_operator.core.resumption import (
     RemapEntry,
     offset_resumption,
@@ -45,16 +51,24 @@ from dataflow_operator.core.resumption import (
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import ChangelogStore
-from dataflow_operator.runtime.engine.layout import offsets_of
+from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
 from dataflow_operator.runtime.sources.ingested import (
     IngestedCollection,
     IngestedSize,
     IngestedUpper,
 )
-from dataflow_operator.runtime.sources.reader import INGESTED_DIR, read_listing
+from dataflow_operator.runtime.sources.logs import INGESTED_DIR, read_listing
 from dataflow_operator.runtime.storage import Location
 
-__all__ = ["Committed", "Releaser", "SourceReader", "committed_offsets", "compact_output"]
+__all__ = [
+    "Committed",
+    "Installed",
+    "Releaser",
+    "SourceReader",
+    "committed_offsets",
+    "compact_output",
+    "release_all",
+]
 
 log = get_logger(__name__)
 
@@ -302,3 +316,44 @@ def compact_output(
     if upto - base < COMPACT_EVERY or len(files) < 2:
         return None
     return upto if store.compact(upto) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """An installed dataflow, as the release sees it."""
+
+    name: str
+    spec: DataflowSpec
+    layout: DataflowLayout
+    output: ChangelogStore | None
+    """Its output changelog when it runs and the runtime owns it (not a ``sink.path``)."""
+
+
+def release_all(releaser: Releaser, installed: Sequence[Installed], *, force: bool) -> None:
+    """One release over a replica's dataflows: its sources' input, its outputs' history."""
+    readers = [
+        SourceReader(
+            dataflow=dataflow.name,
+            source=source,
+            index=index,
+            logs=dataflow.layout.source_logs(source.name),
+            checkpoint=dataflow.layout.checkpoint,
+        )
+        for dataflow in installed
+        for index, source in enumerate(dataflow.spec.sources)
+    ]
+    releaser.step(readers, force=force)
+    for dataflow in installed:
+        if dataflow.output is not None:
+            compact_output(dataflow.output, _downstream(installed, dataflow.name))
+
+
+def _downstream(installed: Sequence[Installed], upstream: str) -> list[int]:
+    """The batches of ``upstream``'s changelog each dataflow reading it has committed."""
+    positions = []
+    for dataflow in installed:
+        for index, source in enumerate(dataflow.spec.sources):
+            if source.dataflow is not None and source.dataflow.name == upstream:
+                committed = committed_offsets(dataflow.layout.checkpoint).get(index)
+                positions.append(-1 if committed is None else committed.seq)
+    return positions

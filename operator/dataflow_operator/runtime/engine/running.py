@@ -18,7 +18,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from dataflow_operator.api.dataflow import MaintenanceStrategy
 from dataflow_operator.api.protocol import DataflowReport
-from dataflow_operator.core.hydration import is_hydrated
 from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
@@ -26,7 +25,7 @@ from dataflow_operator.runtime.engine.clock import ClockFile
 from dataflow_operator.runtime.engine.layout import DataflowLayout, last_offsets, offsets_of
 from dataflow_operator.runtime.engine.sink import write_batch
 from dataflow_operator.runtime.errors import is_data_error, one_line
-from dataflow_operator.runtime.hydration.tracker import DataflowHydration
+from dataflow_operator.runtime.hydration.dataflow import DataflowHydration
 from dataflow_operator.runtime.strategies.build import BuiltDataflow
 from dataflow_operator.runtime.strategies.general import Recompute
 from dataflow_operator.runtime.token import Token, TokenDropped, active_tasks
@@ -87,7 +86,6 @@ class DataflowSettings:
 class _Status:
     frontier: Frontier = field(default_factory=Frontier.minimum)
     as_of: Timestamp | None = None
-    hydration_ms: int | None = None
     state_rows: int = 0
     state_bytes: int = 0
     batches: int = 0
@@ -115,8 +113,7 @@ class RunningDataflow:
         self.query: Any = None
         self.built: BuiltDataflow | None = None
         self.status = _Status()
-        self._installed_at = wall.monotonic()
-        self.hydration = DataflowHydration(settings.name)  # plan nodes' hydration
+        self.hydration = DataflowHydration(settings.name)  # the dataflow's and its nodes'
         self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
 
@@ -333,17 +330,9 @@ class RunningDataflow:
         with self._lock:
             self.status.frontier = Frontier.at(max(upper, self.status.frontier.lower or 0))
             self.status.batches += 1
-            self.hydration.observe_frontier(self.status.frontier)
-            if self.status.hydration_ms is None and self._hydrated():
-                self.status.hydration_ms = int((wall.monotonic() - self._installed_at) * 1000)
+            self.hydration.observe_frontier(self.status.frontier, self.query)
 
     # --- status ---------------------------------------------------------------------
-
-    def _hydrated(self) -> bool:
-        as_of = self.status.as_of
-        return is_hydrated(
-            self.status.frontier, Frontier.empty() if as_of is None else Frontier.at(as_of)
-        )
 
     def _read_progress(self) -> None:
         progress = self.query.lastProgress if self.query is not None else None
@@ -386,7 +375,7 @@ class RunningDataflow:
     def report(self) -> DataflowReport:
         """The dataflow's report for the control API and the status file."""
         status = self.status
-        hydrated = self._hydrated() and status.batches > 0
+        hydration = self.hydration.status()
         return DataflowReport(
             name=self.name,
             generation=self.settings.generation,
@@ -394,9 +383,9 @@ class RunningDataflow:
             as_of=[] if status.as_of is None else [status.as_of],
             expiration=self.settings.expiration,
             until=self.settings.until.elements(),
-            hydrated=hydrated,
-            hydration_time_ms=status.hydration_ms,
-            nodes=self.hydration.nodes(hydrated, self.query),
+            hydrated=hydration.hydrated,
+            hydration_time_ms=hydration.hydration_time_ms,
+            nodes=list(hydration.nodes),
             strategy=self._strategy(),
             strategy_reason=None if self.built is None else self.built.recompute_reason,
             state_rows=status.state_rows,

@@ -14,13 +14,14 @@ Rows come out as a changelog: the data columns, ``__time`` and ``__diff``, plus 
 heartbeat row per batch (``__hb``) and the batch's time as a TIMESTAMP (``__bt``), which
 the engine's event-time watermark follows: the watermark is the inputs' frontier.
 
-The tasks that read a ``table``, ``files`` or ``changelog`` source's new files also write
-what they emitted to the source's ingested collection (:mod:`.ingested`). When a restart
-raises ``until`` (a later expiration), the first batch also *replays* the input consumed
-before — from that collection, never from the upstream, whose files may be released by
-then — so that the updates the previous run dropped at its expiration are regenerated
-(see :mod:`.temporal_filter`). Offsets also carry the source's index in the spec
-(``source``), so that the engine finds each source's committed offset in the offset log.
+The tasks that read a ``table``, ``files`` or ``changelog`` source's new files also
+write what they emitted to the source's ingested collection (:mod:`.ingested`). When a
+restart raises ``until`` (a later expiration), the first batch also *replays* the input
+consumed before — from that collection, never from the upstream, whose files may be
+released by then — so that the updates the previous run dropped at its expiration are
+regenerated (see :mod:`dataflow_operator.runtime.strategies.temporal_filter`). Offsets
+also carry the source's index in the spec (``source``), so that the engine finds each
+source's committed offset in the offset log.
 
 A ``changelog`` source carries its own times, so new input could move the upper past the
 dataflow's expiration. The reader never reads a file with a time at or past it: it holds
@@ -31,9 +32,7 @@ held time, reads it.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import json
 import time as wall
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -42,65 +41,30 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
-from dataflow_operator.runtime.engine.clock import ClockFile
 from dataflow_operator.runtime.sources.ingested import IngestedCollection, updates_table
+from dataflow_operator.runtime.sources.logs import (
+    FILES_LOG,
+    HELD_FILE,
+    HeldInput,
+    list_data_files,
+    read_listing,
+    records,
+)
+from dataflow_operator.runtime.sources.options import (
+    BATCH_TIME,
+    HEARTBEAT,
+    NO_UNTIL,
+    SOURCE_FORMAT,
+    SourceOptions,
+)
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
+from dataflow_operator.runtime.values import BadValue, convert, convert_row
 
-__all__ = [
-    "BATCH_TIME",
-    "HEARTBEAT",
-    "HELD_FILE",
-    "INGESTED_DIR",
-    "RUNTIME_COLUMNS",
-    "SOURCE_FORMAT",
-    "ChangelogSource",
-    "HeldInput",
-    "SourceOptions",
-    "list_data_files",
-    "read_listing",
-]
-
-SOURCE_FORMAT = "dataflow_changelog"
-HEARTBEAT = "__hb"
-BATCH_TIME = "__bt"
-RUNTIME_COLUMNS = f"{TIME} BIGINT, {DIFF} BIGINT, {HEARTBEAT} BOOLEAN, {BATCH_TIME} TIMESTAMP"
-NO_UNTIL = -1
-DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
+__all__ = ["ChangelogReader", "ChangelogSource"]
 
 
-def list_data_files(directory: Location) -> list[str]:
-    """Names of the data files of a directory (hidden and ``_`` files are in progress)."""
-    return directory.list()
-
-
-class SourceOptions:
-    """The reader's settings, from the string options the engine passes."""
-
-    def __init__(self, options: dict[str, str]) -> None:
-        self.kind = options["kind"]
-        self.path = Location.of(options["path"])
-        self.format = options.get("format", "json")
-        self.log_dir = Location.of(options["log_dir"])
-        self.clock = ClockFile(Location.of(options["clock"])) if options.get("clock") else None
-        self.until = int(options.get("until", str(NO_UNTIL)))
-        self.expiration = int(options.get("expiration", str(NO_UNTIL)))
-        """The dataflow's expiration (``until`` only says how far a restart replays)."""
-        self.time_column = options.get("time_column", "time")
-        self.diff_column = options.get("diff_column", "diff")
-        self.index = int(options.get("source_index", "0"))
-        """The source's position in the spec (its offsets say it)."""
-        marker = options.get("dropped_marker")
-        self.dropped_marker = Location.of(marker) if marker else None
-
-    @property
-    def ingested(self) -> IngestedCollection:
-        """The source's ingested collection (beside its other logs)."""
-        return IngestedCollection(self.log_dir.child(INGESTED_DIR))
-
-    def dropped(self) -> bool:
-        """True once the dataflow was dropped (its token wrote the marker)."""
-        return self.dropped_marker is not None and self.dropped_marker.exists()
+def _now_ms() -> int:
+    return int(wall.time() * 1000)
 
 
 def _await_cancel() -> None:
@@ -307,13 +271,13 @@ class ChangelogReader(DataSourceStreamReader):
 
     def _updates(self, item: _Item) -> Iterator[tuple[tuple[Any, ...], int, int]]:
         if item.stored:
-            for record in _records(Location(item.uri), "parquet"):
+            for record in records(Location(item.uri), "parquet"):
                 time = int(record[TIME]) if item.time is None else item.time
                 yield convert_row(record, self.fields), time, int(record[DIFF])
             return
         kind = self.options.kind
         name = Location(item.uri).name
-        for number, record in enumerate(_records(Location(item.uri), self.options.format), 1):
+        for number, record in enumerate(records(Location(item.uri), self.options.format), 1):
             where = f"{name}: row {number}"
             try:
                 values = convert_row(record, self.fields)
@@ -364,7 +328,7 @@ class ChangelogReader(DataSourceStreamReader):
 
     def _own_times(self, name: str) -> Iterator[int]:
         for number, record in enumerate(
-            _records(Location(self._full(name)), self.options.format), start=1
+            records(Location(self._full(name)), self.options.format), start=1
         ):
             yield self._time_and_diff(record, f"{name}: row {number}")[0]
 
@@ -386,66 +350,8 @@ class ChangelogReader(DataSourceStreamReader):
         new = [name for name in list_data_files(self.options.path) if name not in known]
         if new:
             lines = "".join(f"{name}\t{listed}\n" for name in new)
-            self.options.log_dir.child("files.log").append_text(lines)
+            self.options.log_dir.child(FILES_LOG).append_text(lines)
         return logged + new
-
-
-def read_listing(log_dir: Location) -> list[tuple[str, int]]:
-    """The files a source has seen, in order, with the wall-clock time (epoch ms) of the
-    listing that first saw each (0 when the log does not say)."""
-    text = log_dir.child("files.log").read_text_or_none() or ""
-    found = []
-    for line in text.splitlines():
-        if line:
-            name, _, listed = line.partition("\t")
-            found.append((name, int(listed) if listed.isdigit() else 0))
-    return found
-
-
-def _now_ms() -> int:
-    return int(wall.time() * 1000)
-
-
-INGESTED_DIR = "ingested"
-"""The ingested collection's directory in a source's logs."""
-HELD_FILE = "held.json"
-"""Where a changelog source records the input it holds back at the expiration."""
-
-
-@dataclass(frozen=True, slots=True)
-class HeldInput:
-    """A changelog file not read because it has a time at or past the expiration."""
-
-    file: str
-    time: int
-    """Its newest time."""
-    expiration: int
-
-    def to_json(self) -> str:
-        """The record's text."""
-        return json.dumps({"file": self.file, "time": self.time, "expiration": self.expiration})
-
-    @classmethod
-    def read(cls, log_dir: Location) -> HeldInput | None:
-        """The input a source's reader holds back (its log directory), if any."""
-        text = log_dir.child(HELD_FILE).read_text_or_none()
-        if not text:
-            return None
-        record = json.loads(text)
-        return cls(str(record["file"]), int(record["time"]), int(record["expiration"]))
-
-
-def _records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
-    """A data file's records, read as they are consumed: a large file is never held whole
-    in the worker, and a drop stops its reading at once."""
-    suffix = file.name.rsplit(".", 1)[-1].lower() if "." in file.name else ""
-    if suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv")):
-        for batch in file.read_parquet_batches():
-            yield from batch.to_pylist()
-    elif suffix == "csv" or file_format == "csv":
-        yield from csv.DictReader(file.read_lines())
-    else:
-        yield from iter_json_lines(file.read_lines(), file.name)
 
 
 class ChangelogSource(DataSource):

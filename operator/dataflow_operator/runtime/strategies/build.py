@@ -2,25 +2,23 @@
 
 The SQL planning is the core's (:func:`dataflow_operator.core.incremental.plan_query`);
 this module wires it onto Spark: each source becomes a streaming changelog
-(:mod:`.source_reader`) with an event-time watermark on its batch time, the SQL runs over
-those streams, the temporal bounds become ``[__lower, __upper)`` and the temporal filter
-runs as a ``transformWithStateInPandas`` operator (:mod:`.temporal_filter`). AGGREGATE
-queries keep their groups' totals in Spark state too (:mod:`.aggregate`), equi-joins
-their inputs' arrangements (:mod:`.join`); GENERAL ones are recomputed per changed time
-and diffed (:mod:`.general`).
+(:mod:`dataflow_operator.runtime.sources`) with an event-time watermark on its batch
+time, the SQL runs over those streams, the temporal bounds become ``[__lower, __upper)``
+and the temporal filter runs as a ``transformWithStateInPandas`` operator
+(:mod:`.temporal_filter`). AGGREGATE queries keep their groups' totals in Spark state
+too (:mod:`.aggregate`), equi-joins their inputs' arrangements (:mod:`.join`); GENERAL
+ones are recomputed per changed time and diffed (:mod:`.general`).
 """
 
 from __future__ import annotations
 
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
-from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
@@ -38,12 +36,10 @@ from dataflow_operator.core.join import JOINED
 from dataflow_operator.core.sql_shape import FILTERED
 from dataflow_operator.core.temporal import TemporalBound
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.sources.reader import (
-    BATCH_TIME,
-    HEARTBEAT,
-    RUNTIME_COLUMNS,
-    SOURCE_FORMAT,
-    ChangelogSource,
+from dataflow_operator.runtime.sources.frames import (
+    SourceInput,
+    register_source_format,
+    source_frame,
 )
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies.aggregate import (
@@ -54,12 +50,7 @@ from dataflow_operator.runtime.strategies.aggregate import (
 from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
-from dataflow_operator.runtime.strategies.temporal_filter import (
-    BUCKET,
-    LOWER,
-    UPPER,
-    TemporalFilter,
-)
+from dataflow_operator.runtime.strategies.temporal_filter import BUCKET, apply_bounds
 
 __all__ = [
     "BUCKETS",
@@ -75,22 +66,12 @@ BUCKETS = 16
 """Temporal-filter state is grouped into this many keys (one key per row is slow)."""
 
 _views_lock = threading.Lock()
-_registered: set[int] = set()
 
 
 class Unsupported(InvalidSql):
     """A query shape the engine does not maintain yet."""
 
     reason = "Unsupported"
-
-
-@dataclass(frozen=True, slots=True)
-class SourceInput:
-    """One input of a dataflow, as the reader's options and its data columns' DDL."""
-
-    name: str
-    data_ddl: str
-    options: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,121 +95,6 @@ def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF
         f"`{field.name}` {field.dataType.simpleString()}"
         for field in schema.fields
         if field.name not in exclude
-    )
-
-
-def _register(spark: SparkSession) -> None:
-    """Register the source format once per session (sessions may share a registry)."""
-    if id(spark) in _registered:
-        return
-    try:
-        spark.dataSource.register(ChangelogSource)
-    except AnalysisException as error:
-        if "DATA_SOURCE_ALREADY_EXISTS" not in str(error):
-            raise
-    _registered.add(id(spark))
-
-
-def _kafka_frame(spark: SparkSession, source: SourceInput) -> DataFrame:
-    """A Kafka topic through Spark's own Kafka source: each record is an insert at its
-    timestamp (the record's time is its logical time; the watermark follows it)."""
-    options = source.options
-    records = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", options["bootstrap_servers"])
-        .option("subscribe", options["topic"])
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-    value = F.col("value").cast("string")
-    parsed = (
-        F.from_json(value, source.data_ddl)
-        if options.get("format", "json") == "json"
-        else F.from_csv(value, source.data_ddl)
-    )
-    frame = records.select(parsed.alias("__row"), F.col("timestamp").alias(BATCH_TIME))
-    frame = frame.withWatermark(BATCH_TIME, "0 seconds")
-    return frame.select(
-        "__row.*",
-        F.unix_millis(F.col(BATCH_TIME)).alias(TIME),
-        F.lit(1).cast("bigint").alias(DIFF),
-    )
-
-
-def _source_frame(spark: SparkSession, source: SourceInput) -> DataFrame:
-    if source.options.get("kind") == "kafka":
-        return _kafka_frame(spark, source)
-    ddl = f"{source.data_ddl}, {RUNTIME_COLUMNS}" if source.data_ddl else RUNTIME_COLUMNS
-    frame = (
-        spark.readStream.format(SOURCE_FORMAT)
-        .options(**{**source.options, "schema": ddl})
-        .load()
-        .withWatermark(BATCH_TIME, "0 seconds")
-    )
-    # The filter names the event-time column, so the optimizer cannot push it below the
-    # watermark: heartbeats must reach the watermark, then they are dropped.
-    return frame.filter(f"NOT ({HEARTBEAT} AND {BATCH_TIME} IS NOT NULL)").drop(
-        HEARTBEAT, BATCH_TIME
-    )
-
-
-def _bound_millis(frame: DataFrame, bound: TemporalBound) -> Column:
-    column = F.col(f"`{bound.column}`")
-    data_type = frame.schema[bound.column].dataType
-    if isinstance(data_type, T.TimestampType):
-        millis = F.unix_millis(column)
-    elif isinstance(data_type, T.TimestampNTZType | T.DateType):
-        millis = F.unix_millis(column.cast("timestamp"))
-    elif isinstance(data_type, T.IntegralType):
-        millis = column.cast("bigint")
-    else:
-        raise InvalidSql(
-            f"the bound {bound.column} compared with mz_now() is a {data_type.simpleString()}; "
-            "it must be a timestamp, a date or a number of epoch milliseconds",
-            field="spec.sql",
-        )
-    return millis + F.lit(bound.shift_ms) if bound.shift_ms else millis
-
-
-def _combine(columns: list[Column], pick: Any) -> Column:
-    if not columns:
-        return F.lit(None).cast("bigint")
-    return columns[0] if len(columns) == 1 else pick(*columns)
-
-
-def _apply_bounds(
-    frame: DataFrame,
-    bounds: tuple[TemporalBound, ...],
-    until: int | None,
-    previous_until: int | None,
-) -> DataFrame:
-    """The temporal filter over a changelog carrying the bound columns."""
-    lowers = [_bound_millis(frame, b) for b in bounds if b.kind == "lower"]
-    uppers = [_bound_millis(frame, b) for b in bounds if b.kind == "upper"]
-    bound_columns = sorted({b.column for b in bounds})
-    data = [c for c in frame.columns if c not in (TIME, DIFF, *bound_columns)]
-    framed = frame.select(
-        *[F.col(f"`{c}`") for c in data],
-        F.col(TIME),
-        F.col(DIFF),
-        _combine(lowers, F.greatest).alias(LOWER),
-        _combine(uppers, F.least).alias(UPPER),
-        (F.pmod(F.hash(*[F.col(f"`{c}`") for c in data]), F.lit(BUCKETS)) if data else F.lit(0))
-        .cast("int")
-        .alias(BUCKET),
-    )
-    output = T.StructType(
-        [
-            *[frame.schema[c] for c in data],
-            T.StructField(TIME, T.LongType()),
-            T.StructField(DIFF, T.LongType()),
-        ]
-    )
-    return framed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=TemporalFilter(data, until, previous_until),
-        outputStructType=output,
-        outputMode="Append",
-        timeMode="EventTime",
     )
 
 
@@ -437,17 +303,17 @@ def build_dataflow(
     if not bounds:
         # Nothing is ever dropped at until without a temporal filter: nothing to replay.
         sources = [SourceInput(s.name, s.data_ddl, {**s.options, "until": "-1"}) for s in sources]
-    _register(spark)
+    register_source_format(spark)
     with _views_lock:
         # Views are session-wide: register and resolve under one lock, so that two
         # dataflows with a source of the same name never see each other's.
         for source in sources:
-            _source_frame(spark, source).createOrReplaceTempView(source.name)
+            source_frame(spark, source).createOrReplaceTempView(source.name)
         try:
             if plan.temporal.staged:
                 assert plan.temporal.inner_sql is not None
                 inner = spark.sql(plan.temporal.inner_sql)
-                filtered = _apply_bounds(inner, bounds, until, previous_until)
+                filtered = apply_bounds(inner, bounds, until, previous_until, buckets=BUCKETS)
                 filtered.createOrReplaceTempView(FILTERED)
             joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
             if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
@@ -462,7 +328,7 @@ def build_dataflow(
             else:
                 frame = spark.sql(plan.temporal.sql)
                 if bounds:
-                    frame = _apply_bounds(frame, bounds, until, previous_until)
+                    frame = apply_bounds(frame, bounds, until, previous_until, buckets=BUCKETS)
         finally:
             for name in [*(s.name for s in sources), FILTERED]:
                 spark.catalog.dropTempView(name)

@@ -12,12 +12,13 @@ with ``<check>`` = ``(monotonically_increasing_id() & (PERIOD - 1)) <> 0 OR
 java.util.Objects.checkIndex(IF(java.lang.Thread.interrupted(), 1, 0), 1) = 0``: one row
 in :data:`PERIOD` asks whether the task's thread was interrupted, which is what the
 executor does to a task of a job cancelled with interrupt-on-cancel (every job a
-:class:`~.token.Token` scopes), on whatever executor it runs. The first row past the
-interruption fails the task (``checkIndex(1, 1)`` throws), which ends the join loop that
-was feeding the fuse; the executor reports a killed task's failure as killed, not as an
-error. Both calls are ``StaticInvoke`` expressions, compiled into the generated code:
-the same check written in SQL (``reflect``, ``raise_error``) made a cross join's count
-five times slower even though it runs once in 1024 rows.
+:class:`~dataflow_operator.runtime.token.Token` scopes), on whatever executor it runs.
+The first row past the interruption fails the task (``checkIndex(1, 1)`` throws), which
+ends the join loop that was feeding the fuse; the executor reports a killed task's
+failure as killed, not as an error. Both calls are ``StaticInvoke`` expressions,
+compiled into the generated code: the same check written in SQL (``reflect``,
+``raise_error``) made a cross join's count five times slower even though it runs once in
+1024 rows.
 
 Why a projected column rather than a filter condition: the optimizer lifts filters that
 stand between inner joins above all of them (join reordering) and rewrites boolean

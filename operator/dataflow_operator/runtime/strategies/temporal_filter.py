@@ -9,7 +9,8 @@ empty.
 Updates due now are emitted at once; future ones wait in Spark's state store (a
 ``MapState`` per bucket keyed by the update's time, holding the rows due then) with an
 event-time timer at that time. The watermark is the inputs' frontier (see
-:mod:`.source_reader`), so a timer fires exactly when the frontier reaches its time.
+:mod:`dataflow_operator.runtime.sources`), so a timer fires exactly when the frontier
+reaches its time.
 
 Expiration: an update at a time ``>= until`` is dropped **before** it enters state. A
 later run with a larger ``until`` gets the consumed input replayed in its first batch:
@@ -26,11 +27,17 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
+from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
+from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.core.temporal import TemporalBound
+from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.strategies.held import HeldUpdates
 
-__all__ = ["BUCKET", "LOWER", "UPPER", "TemporalFilter"]
+__all__ = ["BUCKET", "LOWER", "UPPER", "TemporalFilter", "apply_bounds"]
 
 LOWER = "__lower"
 UPPER = "__upper"
@@ -118,3 +125,66 @@ class TemporalFilter(StatefulProcessor):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _bound_millis(frame: DataFrame, bound: TemporalBound) -> Column:
+    column = F.col(f"`{bound.column}`")
+    data_type = frame.schema[bound.column].dataType
+    if isinstance(data_type, T.TimestampType):
+        millis = F.unix_millis(column)
+    elif isinstance(data_type, T.TimestampNTZType | T.DateType):
+        millis = F.unix_millis(column.cast("timestamp"))
+    elif isinstance(data_type, T.IntegralType):
+        millis = column.cast("bigint")
+    else:
+        raise InvalidSql(
+            f"the bound {bound.column} compared with mz_now() is a {data_type.simpleString()}; "
+            "it must be a timestamp, a date or a number of epoch milliseconds",
+            field="spec.sql",
+        )
+    return millis + F.lit(bound.shift_ms) if bound.shift_ms else millis
+
+
+def _combine(columns: list[Column], pick: Any) -> Column:
+    if not columns:
+        return F.lit(None).cast("bigint")
+    return columns[0] if len(columns) == 1 else pick(*columns)
+
+
+def apply_bounds(
+    frame: DataFrame,
+    bounds: tuple[TemporalBound, ...],
+    until: int | None,
+    previous_until: int | None,
+    *,
+    buckets: int,
+) -> DataFrame:
+    """The temporal filter over a changelog carrying the bound columns, its state grouped
+    into ``buckets`` keys."""
+    lowers = [_bound_millis(frame, b) for b in bounds if b.kind == "lower"]
+    uppers = [_bound_millis(frame, b) for b in bounds if b.kind == "upper"]
+    bound_columns = sorted({b.column for b in bounds})
+    data = [c for c in frame.columns if c not in (TIME, DIFF, *bound_columns)]
+    framed = frame.select(
+        *[F.col(f"`{c}`") for c in data],
+        F.col(TIME),
+        F.col(DIFF),
+        _combine(lowers, F.greatest).alias(LOWER),
+        _combine(uppers, F.least).alias(UPPER),
+        (F.pmod(F.hash(*[F.col(f"`{c}`") for c in data]), F.lit(buckets)) if data else F.lit(0))
+        .cast("int")
+        .alias(BUCKET),
+    )
+    output = T.StructType(
+        [
+            *[frame.schema[c] for c in data],
+            T.StructField(TIME, T.LongType()),
+            T.StructField(DIFF, T.LongType()),
+        ]
+    )
+    return framed.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=TemporalFilter(data, until, previous_until),
+        outputStructType=output,
+        outputMode="Append",
+        timeMode="EventTime",
+    )

@@ -1,0 +1,230 @@
+"""Starting one dataflow's query: its state, expiration, sources and strategy.
+
+:class:`DataflowStarter` is what :meth:`Engine.apply <.engine.Engine.apply>` calls for each
+new or changed dataflow: it resets state made for another spec (keeping the sources'
+ingested collections, design 3), derives the dataflow's expiration and ``until`` with
+the core's rules, turns each source into the options of its reader, builds the
+streaming DataFrame and starts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from dataflow_operator.api.catalog import Catalog
+from dataflow_operator.api.dataflow import DataflowKindField, DataflowSpec, Source
+from dataflow_operator.api.protocol import DesiredDataflow
+from dataflow_operator.core.errors import InvalidSpec, UnknownSource
+from dataflow_operator.core.time import Frontier
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.expiry import expiration_of
+from dataflow_operator.runtime.engine.layout import DataflowLayout, last_offsets
+from dataflow_operator.runtime.engine.running import (
+    DROPPED_MARKER,
+    BatchOutput,
+    DataflowSettings,
+    RunningDataflow,
+)
+from dataflow_operator.runtime.sources.frames import SourceInput
+from dataflow_operator.runtime.sources.ingested import IngestedCollection
+from dataflow_operator.runtime.sources.logs import HELD_FILE, INGESTED_DIR, HeldInput
+from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.strategies.build import Unsupported, build_dataflow
+
+__all__ = ["KAFKA_PROVIDER", "SOURCE_FILE", "DataflowStarter", "Upstream", "remove_state"]
+
+KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+SOURCE_FILE = "source.json"
+"""The source's settings its logs were made with (in its log directory)."""
+
+Upstream = Callable[[str], "RunningDataflow | str"]
+"""The running dataflow of a name, or why it is not running."""
+
+
+class DataflowStarter:
+    """Starts dataflows on one Spark session, in the replica's state location."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: EngineConfig,
+        on_output: Callable[[BatchOutput], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.on_output = on_output
+        self.state = config.state
+
+    def layout(self, name: str, spec: DataflowSpec) -> DataflowLayout:
+        """Where dataflow ``name``'s files live (a MaterializedView's sink included)."""
+        sink = Location.of(spec.sink.path) if spec.sink is not None else None
+        return DataflowLayout.of(self.state, name, sink)
+
+    @staticmethod
+    def spec_changed(layout: DataflowLayout, spec: DataflowSpec) -> bool:
+        """True when the state on disk was made for another spec (and will be reset)."""
+        recorded = layout.spec_file.read_text_or_none()
+        return recorded is not None and recorded != spec.model_dump_json(by_alias=True)
+
+    def start(
+        self, catalog: Catalog, desired: DesiredDataflow, upstream: Upstream
+    ) -> RunningDataflow:
+        """Start ``desired``'s query; ``upstream`` finds the dataflows it reads."""
+        name, spec = desired.name, desired.spec
+        for problem in catalog.problems(name):
+            raise problem.error
+        layout = self.layout(name, spec)
+        self._reset_if_changed(layout, spec)
+        # Input a previous run held back at its expiration is part of the inputs' upper
+        # (the expiration's last rule): this run reads it instead of stopping again.
+        inputs_upper = self.config.start_time
+        for source in spec.sources:
+            if source.changelog is not None:
+                logs = layout.source_logs(source.name)
+                held = HeldInput.read(logs)
+                if held is not None:
+                    inputs_upper = max(inputs_upper, held.time + 1)
+                    logs.child(HELD_FILE).delete()
+        expiration, until = expiration_of(
+            catalog, name, self.config.expiration, Frontier.at(inputs_upper)
+        )
+        previous = last_offsets(layout.checkpoint)
+        previous_until = None
+        if previous is not None and previous[1]:
+            recorded = int(previous[1][0].get("until", -1))
+            previous_until = None if recorded < 0 else recorded
+        marker = {"dropped_marker": layout.root.child(DROPPED_MARKER).uri}  # sources stop on it
+        inputs = [
+            self._source_input(layout, index, source, until, upstream)
+            for index, source in enumerate(spec.sources)
+        ]
+        inputs = [SourceInput(i.name, i.data_ddl, {**i.options, **marker}) for i in inputs]
+        built = build_dataflow(
+            self.spark,
+            spec.sql,
+            inputs,
+            until.lower,
+            previous_until,
+            work_dir=layout.work("general"),
+        )
+        settings = DataflowSettings(
+            name=name,
+            kind=spec.kind.value,
+            generation=desired.generation,
+            expiration=expiration,
+            until=until,
+            layout=layout,
+        )
+        running = RunningDataflow(
+            self.spark,
+            settings,
+            self.on_output if spec.kind is DataflowKindField.SUBSCRIBE else None,
+            state_partitions=self.config.state_partitions,
+        )
+        running.start(built)
+        return running
+
+    def _reset_if_changed(self, layout: DataflowLayout, spec: DataflowSpec) -> None:
+        """A changed spec starts over: its old checkpoint and changelog are for another query."""
+        fingerprint = spec.model_dump_json(by_alias=True)
+        recorded = layout.spec_file.read_text_or_none()
+        if recorded == fingerprint:
+            return
+        if recorded is not None:
+            remove_state(layout, keep=spec.sources)
+        layout.root.make_dirs()
+        layout.spec_file.write_text(fingerprint)
+
+    def _source_input(
+        self,
+        layout: DataflowLayout,
+        index: int,
+        source: Source,
+        until: Frontier,
+        upstream: Upstream,
+    ) -> SourceInput:
+        expiration = str(-1 if until.lower is None else until.lower)
+        logs = layout.source_logs(source.name)
+        logs.child(SOURCE_FILE).write_text(source.model_dump_json(by_alias=True))
+        options: dict[str, str] = {
+            "log_dir": logs.uri,
+            "source_index": str(index),
+            "until": expiration,  # build_dataflow clears it when nothing is ever replayed
+            "expiration": expiration,
+            "clock": layout.clock.uri,
+        }
+        where = f'source "{source.name}"'
+        if source.dataflow is not None:
+            running = upstream(source.dataflow.name)
+            if isinstance(running, str) or running.built is None:
+                reason = running if isinstance(running, str) else "it has not started"
+                raise UnknownSource(
+                    f'{where} reads dataflow "{source.dataflow.name}", which is not running: '
+                    f"{reason}"
+                )
+            options |= {"kind": "dataflow", "path": running.store.location.uri}
+            return SourceInput(source.name, running.built.data_ddl, options)
+        if source.kafka is not None:
+            self._require_kafka(where)
+            options |= {
+                "kind": "kafka",
+                "bootstrap_servers": source.kafka.bootstrap_servers,
+                "topic": source.kafka.topic,
+                "format": source.kafka.format,
+            }
+            return SourceInput(source.name, source.kafka.schema_, options)
+        settings = source.table or source.files or source.changelog
+        assert settings is not None
+        path = Location.of(settings.path)
+        if not path.is_dir():
+            raise InvalidSpec(f"{where}: directory {path} does not exist")
+        options |= {"path": path.uri}
+        if source.table is not None:
+            options |= {"kind": "table", "format": "json"}
+        elif source.files is not None:
+            options |= {"kind": "files", "format": source.files.format.value}
+        elif source.changelog is not None:
+            options |= {
+                "kind": "changelog",
+                "format": source.changelog.format.value,
+                "time_column": source.changelog.time_column,
+                "diff_column": source.changelog.diff_column,
+            }
+        return SourceInput(source.name, settings.schema_, options)
+
+    def _require_kafka(self, where: str) -> None:
+        try:
+            jvm: Any = self.spark.sparkContext._jvm
+            jvm.java.lang.Class.forName(KAFKA_PROVIDER)
+        except Exception:
+            raise Unsupported(
+                f"{where}: the Kafka connector (org.apache.spark:spark-sql-kafka-0-10) is not "
+                "on the classpath; add it with spark.jars.packages or use the container image"
+            ) from None
+
+
+def remove_state(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:
+    """Remove a dataflow's state and its sink's contents (it starts over).
+
+    The logs of the sources in ``keep`` that were read with the same settings stay: their
+    ingested collections hold what was read, and may have been released upstream since —
+    up to their recorded upper (anything after it is read from the upstream again).
+    """
+    kept = {
+        source.name
+        for source in keep
+        if (logs := layout.source_logs(source.name)).child(SOURCE_FILE).read_text_or_none()
+        == source.model_dump_json(by_alias=True)
+        and IngestedCollection(logs.child(INGESTED_DIR)).truncate()
+    }
+    for name in layout.root.list(directories=True) + layout.root.list():
+        if name != "sources":
+            layout.root.child(name).delete()
+    for name in layout.root.child("sources").list(directories=True):
+        if name not in kept:
+            layout.root.child("sources", name).delete()
+    if layout.sink is not None:
+        layout.sink.delete()

@@ -1,0 +1,62 @@
+"""What the engine tells a source's reader: Spark's string options, read back typed.
+
+A Python data source gets its settings as string options (they cross into the JVM and
+back to the executors' Python workers); :class:`SourceOptions` is their one reading.
+The columns the reader adds to a source's own are named here too.
+"""
+
+from __future__ import annotations
+
+from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.sources.ingested import IngestedCollection
+from dataflow_operator.runtime.sources.logs import INGESTED_DIR
+from dataflow_operator.runtime.storage import Location
+
+__all__ = [
+    "BATCH_TIME",
+    "HEARTBEAT",
+    "NO_UNTIL",
+    "RUNTIME_COLUMNS",
+    "SOURCE_FORMAT",
+    "SourceOptions",
+]
+
+SOURCE_FORMAT = "dataflow_changelog"
+"""The format name of :class:`~.reader.ChangelogSource`."""
+HEARTBEAT = "__hb"
+"""True on the one row per batch that carries only the batch's time."""
+BATCH_TIME = "__bt"
+"""The batch's time as a TIMESTAMP: the event-time watermark follows it."""
+RUNTIME_COLUMNS = f"{TIME} BIGINT, {DIFF} BIGINT, {HEARTBEAT} BOOLEAN, {BATCH_TIME} TIMESTAMP"
+NO_UNTIL = -1
+"""``until`` and ``expiration`` when there is none."""
+
+
+class SourceOptions:
+    """The reader's settings, from the string options the engine passes."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.kind = options["kind"]
+        self.path = Location.of(options["path"])
+        self.format = options.get("format", "json")
+        self.log_dir = Location.of(options["log_dir"])
+        self.clock = ClockFile(Location.of(options["clock"])) if options.get("clock") else None
+        self.until = int(options.get("until", str(NO_UNTIL)))
+        self.expiration = int(options.get("expiration", str(NO_UNTIL)))
+        """The dataflow's expiration (``until`` only says how far a restart replays)."""
+        self.time_column = options.get("time_column", "time")
+        self.diff_column = options.get("diff_column", "diff")
+        self.index = int(options.get("source_index", "0"))
+        """The source's position in the spec (its offsets say it)."""
+        marker = options.get("dropped_marker")
+        self.dropped_marker = Location.of(marker) if marker else None
+
+    @property
+    def ingested(self) -> IngestedCollection:
+        """The source's ingested collection (beside its other logs)."""
+        return IngestedCollection(self.log_dir.child(INGESTED_DIR))
+
+    def dropped(self) -> bool:
+        """True once the dataflow was dropped (its token wrote the marker)."""
+        return self.dropped_marker is not None and self.dropped_marker.exists()
