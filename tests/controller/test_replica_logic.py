@@ -15,13 +15,13 @@ from dataflow_operator.controller.observation import (
     observe_claim,
     observe_pod,
 )
+from dataflow_operator.controller.replica_attempts import backoff_delay_ms
 from dataflow_operator.controller.replica_logic import (
     Action,
     ActionKind,
     ControlObservation,
     Decision,
     ReplicaView,
-    backoff_delay_ms,
     decide,
 )
 from dataflow_operator.core.durations import Duration
