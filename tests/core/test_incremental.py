@@ -24,13 +24,11 @@ from dataflow_operator.core.errors import DomainError, InvalidSql, UnknownSource
 from dataflow_operator.core.incremental import (
     COUNT,
     GROUPS,
-    TRANSITIONS,
     MaintenancePlan,
     QueryPlan,
     Strategy,
     check_query,
     classify,
-    old_column,
     plan_query,
 )
 from dataflow_operator.core.sql_shape import FILTERED, is_mz_now
@@ -382,6 +380,15 @@ def maintain(
     aggregate = plan.aggregate
     partials = sorted(run(plan.sql, tables), key=lambda r: r["__time"])
     totals = (*aggregate.sums, COUNT)
+    if not aggregate.kinds:  # sums only: the per-row terms, summed, are the partial sums
+        summed: dict[tuple[Any, ...], Counter[str]] = {}
+        for row in run(aggregate.per_row_sql, tables):
+            group = tuple(row[k] for k in (*aggregate.keys, "__time"))
+            summed.setdefault(group, Counter()).update({c: row[c] for c in totals})
+        assert {
+            tuple(p[k] for k in (*aggregate.keys, "__time")): {c: p[c] for c in totals}
+            for p in partials
+        } == {group: {c: sums[c] for c in totals} for group, sums in summed.items()}
     zero = dict.fromkeys(totals, 0)
     state: dict[tuple[Any, ...], Row] = {}
     changelog = []
@@ -390,35 +397,22 @@ def maintain(
         state[()] = dict(zero)
         empty = run(aggregate.final_sql, {GROUPS: [dict(zero)]})
         changelog += [(tuple(row.values()), first_time, 1) for row in empty]
-    transitions = []
     for partial in partials:
         key = tuple(partial[k] for k in aggregate.keys)
-        old = state.get(key, zero)
-        new = {c: old[c] + partial[c] for c in totals}
-        transitions.append(
-            {
-                **{k: partial[k] for k in aggregate.keys},
-                "__time": partial["__time"],
-                **new,
-                **{old_column(c): old[c] for c in totals},
-            }
-        )
+        keys = {k: partial[k] for k in aggregate.keys}
+        old = state.get(key)
+        new = {c: (old or zero)[c] + partial[c] for c in totals}
+        # As the engine's state: the group's totals before (−1) and after (+1), mapped
+        # by changelog_sql; equal rows cancel when the batch is consolidated.
+        before = [{**keys, **old, "__time": partial["__time"], "__diff": -1}] if old else []
+        after = [{**keys, **new, "__time": partial["__time"], "__diff": 1}]
+        for row in run(aggregate.changelog_sql, {GROUPS: before + after}):
+            values = tuple(v for k, v in row.items() if k not in ("__time", "__diff"))
+            changelog.append((values, row["__time"], row["__diff"]))
         if new[COUNT] == 0 and not aggregate.global_aggregate:
             state.pop(key, None)
         else:
             state[key] = new
-    # sqlglot's executor mishandles UNION ALL over one table: run each branch alone.
-    union = parse(aggregate.transitions_sql)
-    assert isinstance(union, exp.Union)
-    assert not union.args.get("distinct")
-    for branch in (union.this, union.expression) if transitions else ():
-        for row in run(branch.sql("spark"), {TRANSITIONS: transitions}):
-            values = tuple(v for k, v in row.items() if k not in ("__time", "__diff"))
-            changelog.append((values, row["__time"], row["__diff"]))
-    # No noise: a row is never retracted and re-inserted at the same time.
-    from_transitions = changelog[len(empty) if aggregate.global_aggregate else 0 :]
-    inserted = {(row, t) for row, t, d in from_transitions if d > 0}
-    assert not any((row, t) in inserted for row, t, d in from_transitions if d < 0)
     # final_sql over the state left at the end is the current output.
     groups = [
         {**dict(zip(aggregate.keys, key, strict=True)), **totals_} for key, totals_ in state.items()
@@ -548,7 +542,8 @@ def test_no_statement_the_engine_runs_mentions_mz_now(sql: str) -> None:
     if plan.maintenance.aggregate is not None:
         statements += [
             plan.maintenance.aggregate.final_sql,
-            plan.maintenance.aggregate.transitions_sql,
+            plan.maintenance.aggregate.per_row_sql,
+            plan.maintenance.aggregate.changelog_sql,
         ]
     for statement in statements:
         if statement is not None:

@@ -17,9 +17,7 @@ import pytest
 from dataflow_operator.core.incremental import (
     COUNT,
     GROUPS,
-    TRANSITIONS,
     Strategy,
-    old_column,
     plan_query,
 )
 from dataflow_operator.core.sql_shape import FILTERED
@@ -166,7 +164,8 @@ def accumulate(
 ) -> dict[int, dict[tuple[Any, ...], dict[str, Any]]]:
     """Run the partial aggregation; the engine's running state after each time.
 
-    Appends the transition rows the engine would make to ``transitions``.
+    Appends to ``transitions`` the state rows the engine emits when a group changes: its
+    totals before (``__diff`` −1, when it existed) and after (+1).
     """
     plan = plan_query(sql, ["numbers"])
     assert plan.maintenance.strategy is Strategy.AGGREGATE
@@ -179,20 +178,19 @@ def accumulate(
     for time in range(1, 5):
         for partial in (p for p in partials if p["__time"] == time):
             key = tuple(partial[k] for k in aggregate.keys)
-            old = state.get(key) or {
+            zero = {
                 **dict(zip(aggregate.keys, key, strict=True)),
                 **dict.fromkeys((*aggregate.sums, COUNT), 0),
             }
+            # A global aggregate's one group exists from the start, at zero.
+            existed = state.get(key) or (zero if aggregate.global_aggregate else None)
+            old = existed or zero
             assert all(partial[c] is not None for c in (*aggregate.sums, COUNT))
             state[key] = {**old, **{c: old[c] + partial[c] for c in (*aggregate.sums, COUNT)}}
             if transitions is not None:
-                transitions.append(
-                    {
-                        **state[key],
-                        "__time": time,
-                        **{old_column(c): old[c] for c in (*aggregate.sums, COUNT)},
-                    }
-                )
+                if existed is not None:
+                    transitions.append({**existed, "__time": time, "__diff": -1})
+                transitions.append({**state[key], "__time": time, "__diff": 1})
         history[time] = {k: dict(v) for k, v in state.items()}
     return history
 
@@ -219,17 +217,16 @@ def test_diff_weighted_aggregates_equal_the_query_over_consolidated_input(
     history = accumulate(spark, sql, transitions)
     view(spark, "numbers", UPDATES, NUMBERS)
     types = {f.name: f.dataType for f in spark.sql(plan.maintenance.sql).schema}
+    types["__diff"] = types[COUNT]
     names = list(transitions[0])
-    schema = StructType(
-        [StructField(n, types[n if n in types else "__" + n.removeprefix("__old_")]) for n in names]
-    )
+    schema = StructType([StructField(n, types[n]) for n in names])
     rows_ = [
         tuple(Decimal(t[n]) if isinstance(schema[n].dataType, DecimalType) else t[n] for n in names)
         for t in transitions
     ]
-    spark.createDataFrame(rows_, schema).createOrReplaceTempView(TRANSITIONS)
+    spark.createDataFrame(rows_, schema).createOrReplaceTempView(GROUPS)
     changelog: list[tuple[Any, ...]] = [
-        tuple(r) for r in spark.sql(aggregate.transitions_sql).collect()
+        tuple(r) for r in spark.sql(aggregate.changelog_sql).collect()
     ]
     if aggregate.global_aggregate:
         spark.createDataFrame([dict.fromkeys((*aggregate.sums, COUNT), 0)]).createOrReplaceTempView(
@@ -350,10 +347,11 @@ def test_every_rendered_statement_is_analysed_by_spark(spark: SparkSession, sql:
     if aggregate is not None:
         stage.drop("__time").createOrReplaceTempView(GROUPS)
         final = spark.sql(aggregate.final_sql)
-        olds = ", ".join(f"{c} AS {old_column(c)}" for c in (*aggregate.sums, COUNT))
-        spark.sql(f"SELECT *, {olds} FROM ({maintenance.sql})").createOrReplaceTempView(TRANSITIONS)
-        transitions = spark.sql(aggregate.transitions_sql)
-        assert transitions.columns == [*final.columns, "__time", "__diff"]
+        spark.sql(f"SELECT *, 1 AS __diff FROM ({maintenance.sql})").createOrReplaceTempView(GROUPS)
+        changes = spark.sql(aggregate.changelog_sql)
+        assert changes.columns == [*final.columns, "__time", "__diff"]
+        spark.sql(aggregate.per_row_sql).createOrReplaceTempView("per_row")
+        assert spark.table("per_row").columns == stage.columns
     for name in maintenance.inputs:
         relation = spark.table(FILTERED if name == FILTERED else name)
         relation.drop("__time", "__diff").createOrReplaceTempView(name)

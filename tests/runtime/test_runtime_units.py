@@ -12,8 +12,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
-from dataflow_operator.core.errors import InvalidSql
-from dataflow_operator.core.incremental import plan_query
 from dataflow_operator.runtime.changelog_store import ChangelogStore, consolidate
 from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.cli.run import format_update
@@ -22,7 +20,6 @@ from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.sources.logs import HeldInput, list_data_files
 from dataflow_operator.runtime.sources.reader import ChangelogReader
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.strategies.aggregate import final_changelog_sql, per_row_sql
 from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
 
 
@@ -130,19 +127,6 @@ def test_store_records_parts_then_upper(tmp_path: Path) -> None:
 def test_consolidate_cancels_equal_updates() -> None:
     table = pa.table({"a": ["x", "x", "y"], "__time": [1, 1, 1], "__diff": [-1, 1, 2]})
     assert consolidate(table).to_pylist() == [{"a": "y", "__time": 1, "__diff": 2}]
-
-
-def test_per_row_form_of_the_partial_aggregate() -> None:
-    plan = plan_query("SELECT k, sum(x) AS s, count(*) AS n FROM t GROUP BY k", ["t"])
-    assert plan.maintenance.aggregate is not None
-    rows = per_row_sql(plan.maintenance.sql)
-    assert "GROUP BY" not in rows.upper() and "SUM(" not in rows.upper()
-    assert "__key_0" in rows and "__count" in rows
-    final = final_changelog_sql(plan.maintenance.aggregate.final_sql)
-    assert final.rstrip().endswith("WHERE __count > 0")
-    assert "__time, __diff FROM" in final
-    with pytest.raises(InvalidSql):
-        per_row_sql("SELECT k, avg(x) FROM t GROUP BY k")
 
 
 def test_one_line_errors_keep_the_innermost_python_error() -> None:

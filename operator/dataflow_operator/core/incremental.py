@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 from sqlglot import exp
@@ -91,20 +91,15 @@ from dataflow_operator.core.temporal import (
 __all__ = [
     "COUNT",
     "GROUPS",
-    "TRANSITIONS",
     "AggregatePlan",
     "MaintenancePlan",
     "QueryPlan",
     "Strategy",
     "check_query",
     "classify",
-    "old_column",
     "plan_over_joined",
     "plan_query",
 ]
-
-TRANSITIONS = "__mz_transitions"
-"""Relation :attr:`AggregatePlan.transitions_sql` reads: group state before and after."""
 
 GROUPS = "__mz_groups"
 """Relation :attr:`AggregatePlan.final_sql` reads: the accumulated state of some groups."""
@@ -132,10 +127,12 @@ class AggregatePlan:
 
     What the engine does:
 
-    1. Run :attr:`MaintenancePlan.sql` (the partial aggregation) on each batch of input
-       updates. It returns one row per group and time: the key columns :attr:`keys`
-       (``__key_0``, …; none for a global aggregate), ``__time``, the partial sums
-       :attr:`sums` (``__sum_0``, …; never NULL) and ``__count`` (the sum of diffs).
+    1. Run :attr:`per_row_sql` on each batch of input updates: one row per input row
+       with the key columns :attr:`keys` (``__key_0``, …; none for a global aggregate),
+       ``__time``, the row's terms of the partial sums :attr:`sums` (``__sum_0``, …) and
+       ``__count`` (its diff). Summed per group and time they are
+       :attr:`MaintenancePlan.sql`, the partial aggregation (never NULL), which a stream
+       cannot run before its state: it gives the columns' types.
     2. Keep per group (keyed by :attr:`keys`), in state, the running total of each column
        of :attr:`sums` and of ``__count``: all start at 0 and accumulate by plain
        addition. Apply a group's partial rows in ``__time`` order; for each, emit one
@@ -150,11 +147,12 @@ class AggregatePlan:
        a positive count (NULL when none), so retracting the minimum reveals the next one;
        for ``count_distinct`` (``count(DISTINCT x)``, partial ``MIN(x)``) it is the
        number of values with a positive count (a BIGINT).
-    3. Run :attr:`transitions_sql` over the transition rows as the relation
-       ``__mz_transitions``: it is row-wise (no aggregation, fine on a stream) and yields
-       the output changelog — the query's columns, ``__time``, ``__diff`` — retracting
-       the group's old output row (−1) and inserting its new one (+1), nothing when they
-       are equal, and no row for a group whose ``__count`` is 0 or that HAVING rejects.
+    3. For each group and time that changed, run :attr:`changelog_sql` over its totals
+       before (diff −1; none for a group not seen before) and after (diff +1) as the
+       relation ``__mz_groups``: it is row-wise (fine on a stream) and yields the output
+       changelog — the query's columns, ``__time``, ``__diff`` — with no row for a group
+       whose ``__count`` is 0 or that HAVING rejects. A before and after that give the
+       same output row cancel when the batch is consolidated.
     4. A global aggregate (:attr:`global_aggregate`, no GROUP BY) always has exactly one
        output row, also over no input (``count`` 0, ``sum``/``avg`` NULL): at the
        dataflow's first time, emit :attr:`final_sql` over the all-zero state with diff +1.
@@ -172,20 +170,13 @@ class AggregatePlan:
     sums: tuple[str, ...]
     final_sql: str
     global_aggregate: bool
-    transitions: tuple[tuple[exp.Expr, ...], tuple[exp.Expr, ...], tuple[str, ...]] = field(
-        compare=False, repr=False
-    )
-    """What :attr:`transitions_sql` is rendered from (outputs, conditions, state)."""
+    per_row_sql: str
+    """Step 1: the partial aggregation's terms per input row (no GROUP BY, no SUM)."""
+    changelog_sql: str
+    """Step 3: :attr:`final_sql` passing each state row's ``__time`` and ``__diff``."""
     kinds: tuple[str, ...] = ()
     """Per column of :attr:`sums`: ``sum``, ``min``, ``max`` or ``count_distinct``
     (empty: all ``sum``)."""
-
-    @property
-    def transitions_sql(self) -> str:
-        """See step 3 above; rendered when asked for (validation never needs it)."""
-        outputs, conditions, state = self.transitions
-        copies = [o.copy() for o in outputs], [c.copy() for c in conditions]
-        return _transitions_sql(*copies, state)  # the plan stays as it was: it is shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,80 +409,40 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
         conditions.append(having_condition)
     if conditions:
         final.set("where", exp.Where(this=exp.and_(*conditions)))
-    state = (*(name for name, _ in builder.partials), COUNT)
+    per_row = exp.select(
+        *(exp.alias_(key.copy(), f"{KEY_PREFIX}{i}") for i, key in enumerate(keys)),
+        exp.column(TIME),
+        *(exp.alias_(_per_row_term(s), name) for name, s in builder.partials),
+        exp.alias_(exp.column(DIFF), COUNT),
+        copy=False,
+    )
+    set_from_table(per_row, table.copy())
+    if where is not None:
+        per_row.set("where", where.copy())
+    changelog = final.copy().select(exp.column(TIME), exp.column(DIFF), copy=False)
     plan = AggregatePlan(
         keys=tuple(f"{KEY_PREFIX}{i}" for i in range(len(keys))),
         sums=tuple(name for name, _ in builder.partials),
         final_sql=render(final),
         global_aggregate=group is None,
-        transitions=(tuple(outputs), tuple(conditions), state),
+        per_row_sql=render(per_row),
+        changelog_sql=render(changelog),
         kinds=tuple(builder.kinds) if any(k != "sum" for k in builder.kinds) else (),
     )
     return render(partial), plan
 
 
-def old_column(column: str) -> str:
-    """The name of a state column's value before a transition: ``__sum_0`` → ``__old_sum_0``."""
-    return f"__old_{column.removeprefix('__')}"
+def _per_row_term(partial: exp.Expr) -> exp.Expr:
+    """A partial sum's term for one row: ``COALESCE(SUM(x * __diff), 0)`` →
+    ``COALESCE(x * __diff, 0)``; a MIN or MAX is the row's value (its state counts it)."""
 
+    def term(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Sum | exp.Min | exp.Max):
+            argument: exp.Expr = node.this
+            return argument.copy()
+        return node
 
-def _transitions_sql(
-    outputs: list[exp.Expr], conditions: list[exp.Expr], state: tuple[str, ...]
-) -> str:
-    """Output updates from group state transitions: old rows −1, new rows +1, unless equal."""
-
-    def uses_state(node: exp.Expr) -> bool:
-        return any(
-            isinstance(sub, exp.Column) and not sub.table and sub.name in state
-            for sub in node.walk()
-        )
-
-    def before(node: exp.Expr) -> exp.Expr:
-        def rename(sub: exp.Expr) -> exp.Expr:
-            if isinstance(sub, exp.Column) and not sub.table and sub.name in state:
-                return exp.column(old_column(sub.name))
-            return sub
-
-        return node.transform(rename)
-
-    # NULL (as from HAVING over a NULL sum) means "no row", as in a WHERE clause.
-    new_ok: list[exp.Expr] = [exp.func("COALESCE", c.copy(), exp.false()) for c in conditions]
-    old_ok = [before(c) for c in new_ok]
-    new_values = [o.unalias() for o in outputs]
-    old_values = [before(v) for v in new_values]
-    same = [
-        exp.func(
-            "COALESCE",
-            exp.or_(
-                exp.EQ(this=o.copy(), expression=n.copy()),
-                exp.and_(
-                    exp.Is(this=_paren(o), expression=exp.Null()),
-                    exp.Is(this=_paren(n), expression=exp.Null()),
-                ),
-            ),
-            exp.false(),
-        )
-        for o, n in zip(old_values, new_values, strict=True)
-        if uses_state(n)
-    ]
-    unchanged = exp.and_(*old_ok, *new_ok, *same) if [*old_ok, *new_ok, *same] else exp.true()
-
-    def branch(values: list[exp.Expr], ok: list[exp.Expr], diff: int) -> exp.Select:
-        columns = [
-            exp.alias_(v.copy(), o.alias, quoted=not _plain(o.alias))
-            for v, o in zip(values, outputs, strict=True)
-        ]
-        select = exp.select(
-            *columns, exp.column(TIME), exp.alias_(exp.Literal.number(diff), DIFF), copy=False
-        ).from_(TRANSITIONS, copy=False)
-        condition = exp.and_(
-            *(c.copy() for c in ok), exp.Not(this=exp.Paren(this=unchanged.copy()))
-        )
-        return select.where(condition, copy=False)
-
-    old_branch = branch(old_values, old_ok, -1)
-    new_branch = branch(new_values, new_ok, 1)
-    return render(exp.union(old_branch, new_branch, distinct=False))
+    return partial.copy().transform(term)
 
 
 def _resolve_aliases(condition: exp.Expr, select: exp.Select, keys: list[exp.Expr]) -> exp.Expr:

@@ -1,20 +1,13 @@
-"""GROUP BY with count/sum/avg, maintained in Spark state (``transformWithStateInPandas``).
+"""GROUP BY with count/sum/avg/min/max, maintained in Spark state (``transformWithStateInPandas``).
 
-The core plans the query (:class:`dataflow_operator.core.incremental.AggregatePlan`):
-partial sums per group and time, running totals per group, and ``transitions_sql`` that
-maps each group's (before, after) totals to the output changelog row-wise. Here:
-
-- :func:`per_row_sql` turns the plan's partial aggregation into its per-row form (the
-  same expressions without SUM and GROUP BY), which a stream can evaluate;
-- :class:`GroupTotals` keeps each group's totals in a ``MapState`` (groups bucketed into
-  a few state keys) and, for each group and time it changes, emits its totals before
-  (diff −1) and after (diff +1) as ``__mz_groups`` rows;
-- :func:`final_changelog_sql` maps those rows to output rows with the plan's
-  ``final_sql`` (row-wise), carrying ``__time`` and ``__diff``.
-
-Not the plan's ``transitions_sql``: its UNION ALL over one stateful stream makes Spark
-run the stateful operators once per branch, with separate state. A before/after pair
-that maps to the same output row cancels out when the sink consolidates its batch.
+The core plans the query (:class:`dataflow_operator.core.incremental.AggregatePlan`): the
+partial sums' terms per input row (``per_row_sql``), and ``changelog_sql``, which maps a
+group's totals to its output row, passing ``__time`` and ``__diff``. Here
+:class:`GroupTotals` keeps each group's totals in a ``MapState`` (groups bucketed into a
+few state keys) and, for each group and time it changes, emits its totals before (diff
+−1) and after (diff +1) as ``__mz_groups`` rows, which ``changelog_sql`` turns into
+output updates. A before/after pair that maps to the same output row cancels out when
+the sink consolidates its batch.
 """
 
 from __future__ import annotations
@@ -25,40 +18,8 @@ from typing import Any
 
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-from sqlglot import exp, parse_one
 
-from dataflow_operator.core.errors import InvalidSql
-from dataflow_operator.runtime.changelog_store import DIFF, TIME
-
-__all__ = ["GroupTotals", "final_changelog_sql", "per_row_sql"]
-
-
-def per_row_sql(partial_sql: str) -> str:
-    """``SELECT k, __time, SUM(e) …  GROUP BY k, __time`` as ``SELECT k, __time, e …``.
-
-    Every aggregate of the partial form is a SUM of a per-row expression (the core writes
-    it so), so the per-row terms, summed per group and time, give the partial sums; or a
-    MIN/MAX, whose per-row value :class:`GroupTotals` counts with the row's diff.
-    """
-    tree = parse_one(partial_sql, read="spark")
-    tree.set("group", None)
-    for node in list(tree.find_all(exp.AggFunc)):
-        if not isinstance(node, exp.Sum | exp.Min | exp.Max):
-            raise InvalidSql(
-                f"the partial aggregate {node.sql(dialect='spark')} is not a SUM, MIN or MAX",
-                field="spec.sql",
-            )
-        node.replace(node.this)
-    return tree.sql(dialect="spark")
-
-
-def final_changelog_sql(final_sql: str) -> str:
-    """The plan's ``final_sql`` (state rows → output rows), passing ``__time``/``__diff``."""
-    tree = parse_one(final_sql, read="spark")
-    if not isinstance(tree, exp.Select):
-        raise InvalidSql("the aggregate's final SQL is not a single SELECT", field="spec.sql")
-    tree.select(exp.column(TIME), exp.column(DIFF), copy=False)
-    return tree.sql(dialect="spark")
+__all__ = ["GroupTotals"]
 
 
 class GroupTotals(StatefulProcessor):

@@ -42,11 +42,7 @@ from dataflow_operator.runtime.sources.frames import (
     source_frame,
 )
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.strategies.aggregate import (
-    GroupTotals,
-    final_changelog_sql,
-    per_row_sql,
-)
+from dataflow_operator.runtime.strategies.aggregate import GroupTotals
 from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
@@ -103,7 +99,7 @@ def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
     aggregate = plan.aggregate
     assert aggregate is not None
     partial = spark.sql(plan.sql)  # for the partial sums' types only
-    per_row = spark.sql(per_row_sql(plan.sql))
+    per_row = spark.sql(aggregate.per_row_sql)
     per_row = per_row.select(
         *[
             F.col(f"`{field.name}`").cast(field.dataType).alias(field.name)
@@ -141,7 +137,7 @@ def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
     )
     groups.createOrReplaceTempView(GROUPS)
     try:
-        return spark.sql(final_changelog_sql(aggregate.final_sql))
+        return spark.sql(aggregate.changelog_sql)
     finally:
         spark.catalog.dropTempView(GROUPS)
 
