@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from tests.runtime.runs import T
-from tests.runtime.test_incremental_join import check_joins
+from tests.runtime.test_incremental_join import check_joins, seeded_half
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.incremental import Strategy, plan_query
@@ -41,7 +41,8 @@ def test_set_operations_match_spark(spark: SparkSession, tmp_path: Path, seed: i
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_set_operations_match_spark_on_random_changes(spark: SparkSession, seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="sets-") as directory:
-        check_joins(spark, Path(directory), seed, batches=3, queries=SETS, strategy=Strategy.SET)
+        queries = seeded_half(SETS, seed)  # the fixed seed above runs them all
+        check_joins(spark, Path(directory), seed, batches=3, queries=queries, strategy=Strategy.SET)
 
 
 def test_distinct_after_a_temporal_filter(spark: SparkSession, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -165,3 +166,26 @@ def test_a_changelog_reader_holds_back_files_at_or_past_the_expiration(tmp_path:
     offset = free.latestOffset(free.initialOffset())
     assert (offset["upper"], offset["seq"]) == (2001, 3)
     assert HeldInput.read(Location.of(tmp_path / "free")) is None
+
+
+def test_step_levels_put_each_dataflow_after_what_it_reads() -> None:
+    from types import SimpleNamespace
+
+    from dataflow_operator.runtime.engine.levels import step_levels
+
+    def dataflow(name: str, *reads: str) -> Any:
+        return SimpleNamespace(name=name, settings=SimpleNamespace(reads=reads))
+
+    work = [
+        (dataflow("a"), 1),
+        (dataflow("b"), 2),
+        (dataflow("c", "a"), 3),
+        (dataflow("d", "c", "b"), 4),
+        (dataflow("e", "gone"), 5),  # reads a dataflow not stepped: nothing to wait for
+    ]
+    levels = step_levels(work)
+    assert [[(r.name, t) for r, t in level] for level in levels] == [
+        [("a", 1), ("b", 2), ("e", 5)],
+        [("c", 3)],
+        [("d", 4)],
+    ]

@@ -10,6 +10,7 @@ status as JSON to ``--status-file`` after every batch. Exits with
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import threading
@@ -27,7 +28,7 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
-from dataflow_operator.runtime.engine.clock import TickPlan
+from dataflow_operator.runtime.engine.clock import TickPlan, atomic_write_text
 from dataflow_operator.runtime.engine.running import BatchOutput
 from dataflow_operator.runtime.values import format_update
 
@@ -175,7 +176,7 @@ def execute(
         return EXIT_USAGE
 
     from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
-    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from, write_status
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
     from dataflow_operator.runtime.engine.loop import run_plan
 
     config = EngineConfig(
@@ -236,8 +237,11 @@ class _Progress:
         self.status_file = status_file
 
     def __call__(self, engine: Engine) -> None:
-        from dataflow_operator.runtime.engine.engine import write_status
-
         self.progress(engine.report(), engine.now, engine.expired_at is not None)
         if self.status_file is not None:
             write_status(engine, self.status_file)
+
+
+def write_status(engine: Engine, path: Path) -> None:
+    """The replica's report as JSON, replaced atomically (``--status-file``)."""
+    atomic_write_text(path, json.dumps(engine.report().to_wire(), indent=2) + "\n")

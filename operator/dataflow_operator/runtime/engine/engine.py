@@ -9,11 +9,9 @@ ends or the replica expires (the frontier guard: no batch at or past the expirat
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -29,13 +27,13 @@ from dataflow_operator.api.protocol import (
     ReplicaPhase,
     ReplicaReport,
 )
-from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.engine.clock import ClockFile, atomic_write_text
+from dataflow_operator.runtime.engine.clock import ClockFile
 from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
 from dataflow_operator.runtime.engine.drops import Drops
 from dataflow_operator.runtime.engine.install import DataflowStarter, remove_state
+from dataflow_operator.runtime.engine.levels import dependency_order, step_levels, upstream_of
 from dataflow_operator.runtime.engine.release import Installed, Releaser, release_all
 from dataflow_operator.runtime.engine.running import BatchOutput, RunningDataflow
 from dataflow_operator.runtime.errors import one_line
@@ -47,7 +45,7 @@ from dataflow_operator.runtime.service import (
 )
 from dataflow_operator.runtime.sources.logs import HeldInput
 
-__all__ = ["Engine", "dataflows_from", "write_status"]
+__all__ = ["Engine", "dataflows_from"]
 
 log = get_logger(__name__)
 
@@ -115,9 +113,9 @@ class Engine:
                 result.dropped.append(name)
             catalog = Catalog({name: d.spec for name, d in wanted.items()})
             restarted: set[str] = set()
-            for name in self._dependency_order(catalog, wanted):
+            for name in dependency_order(catalog, wanted):
                 entry = self._entries.get(name)
-                upstream_restarted = bool(restarted & set(self._reads(catalog, name)))
+                upstream_restarted = bool(restarted & set(upstream_of(catalog, name)))
                 if (
                     entry is not None
                     and entry.desired == wanted[name]
@@ -139,7 +137,7 @@ class Engine:
                 (result.reinstalled if entry is not None else result.installed).append(name)
                 if error is not None:
                     result.failed[name] = error
-            self._order = [n for n in self._dependency_order(catalog, wanted) if n in wanted]
+            self._order = [n for n in dependency_order(catalog, wanted) if n in wanted]
             self._applied = True
             if self.phase is ReplicaPhase.STARTING:
                 self.phase = ReplicaPhase.RUNNING
@@ -227,6 +225,10 @@ class Engine:
         ticks every fraction of a second wants. A dataflow's first step is always
         complete, so that it hydrates in it.
 
+        Dataflows run side by side, level by level: each dataflow is given its time (its
+        query's next batch starts on its own), then the step waits for them all; a
+        dataflow that reads another's output is in a later level than the one it reads.
+
         Steps are serialized; :meth:`apply` and :meth:`report` stay responsive meanwhile
         (a dataflow dropped during a step just stops).
         """
@@ -234,21 +236,28 @@ class Engine:
             with self._lock:
                 self.now = time
                 work = [
-                    (name, entry.running, self._clock_time(name, time))
+                    (entry.running, self._clock_time(name, time))
                     for name in self._order
                     if (entry := self._entries.get(name)) is not None
                     and entry.running is not None
                     and not entry.running.failed
                 ]
-            for _, running, clock_time in work:
-                first = running.status.as_of is None
-                if clock_time is not None:
-                    running.begin(clock_time)
-                    ClockFile(running.settings.layout.clock).write(clock_time)
-                running.catch_up()
-                if complete or first:  # a new dataflow hydrates in its first step
-                    running.settle()
-                self._notify(running.name)
+            for level in step_levels(work):
+                settling = []
+                for running, clock_time in level:
+                    first = running.status.as_of is None
+                    if clock_time is not None:
+                        running.begin(clock_time)
+                        ClockFile(running.settings.layout.clock).write(clock_time)
+                    if complete or first:  # a new dataflow hydrates in its first step
+                        settling.append(running)
+                for running, _ in level:
+                    running.catch_up()
+                settled = [running for running in settling if running.settle()]
+                for running in settled:
+                    running.catch_up()
+                for running, _ in level:
+                    self._notify(running.name)
             self.release_inputs()
 
     def release_inputs(self, *, force: bool = False) -> None:
@@ -333,23 +342,6 @@ class Engine:
 
     # --- installing -----------------------------------------------------------------
 
-    def _dependency_order(self, catalog: Catalog, wanted: dict[str, DesiredDataflow]) -> list[str]:
-        order: list[str] = []
-        for name in sorted(wanted):
-            try:
-                chain = [*catalog.upstream(name), name]
-            except DomainError:
-                chain = [name]
-            order.extend(n for n in chain if n not in order)
-        return order
-
-    @staticmethod
-    def _reads(catalog: Catalog, name: str) -> list[str]:
-        try:
-            return catalog.upstream(name)
-        except DomainError:
-            return []
-
     def _drop(self, name: str) -> None:
         """Drop at once (token, marker, jobs); stop the rest in the background."""
         entry = self._entries.pop(name, None)
@@ -393,8 +385,3 @@ def dataflows_from(specs: Iterable[tuple[str, DataflowSpec]]) -> DesiredDataflow
     return DesiredDataflows(
         dataflows=[DesiredDataflow(name=name, spec=spec) for name, spec in specs]
     )
-
-
-def write_status(engine: Engine, path: Path) -> None:
-    """The replica's report as JSON, replaced atomically."""
-    atomic_write_text(path, json.dumps(engine.report().to_wire(), indent=2) + "\n")

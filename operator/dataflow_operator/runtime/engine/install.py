@@ -117,6 +117,7 @@ class DataflowStarter:
             expiration=expiration,
             until=until,
             layout=layout,
+            reads=tuple(s.dataflow.name for s in spec.sources if s.dataflow is not None),
         )
         running = RunningDataflow(
             self.spark,

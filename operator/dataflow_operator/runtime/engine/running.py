@@ -80,6 +80,8 @@ class DataflowSettings:
     expiration: Timestamp | None
     until: Frontier
     layout: DataflowLayout
+    reads: tuple[str, ...] = ()
+    """The dataflows whose output it reads (they step before it)."""
 
 
 @dataclass
@@ -195,18 +197,19 @@ class RunningDataflow:
                 self._start_query(self.built)
         self._read_progress()
 
-    def settle(self) -> None:
-        """Complete the output up to the time of the last batch.
+    def settle(self) -> bool:
+        """Ask for the batch that completes the output up to the time of the last one;
+        True when there is one to :meth:`catch_up` with.
 
         A batch runs with the watermark of the batch before it, so a stateful dataflow's
         timers up to the new time (a temporal filter's retractions, held join output)
-        fire only in the next batch. This runs it now: one more round of the clock at
+        fire only in the next batch. This asks for it now: one more round of the clock at
         the same time, a batch with nothing new but the heartbeat.
         """
         if self.built is None or not self.built.stateful or self.failed or self.token.dropped:
-            return
+            return False
         ClockFile(self.settings.layout.clock).next_round()
-        self.catch_up()
+        return True
 
     def fail(self, message: str) -> None:
         """Record the dataflow's error; it stops, the others keep running.
