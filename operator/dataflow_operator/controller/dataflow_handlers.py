@@ -66,9 +66,10 @@ def dataflow_changed(
                     reason="Accepted",
                     message=f"installing on {replicas} replica(s)",
                 )
-    if state.cluster_digests.get((namespace, cluster)) != view.digest:
-        state.cluster_digests[(namespace, cluster)] = view.digest
-        state.mark_dirty(namespace, cluster, [*view.dataflows, *view.invalid_schema])
+    previous = state.acted_views.get((namespace, cluster))
+    if previous is None or previous.digest != view.digest:
+        state.acted_views[(namespace, cluster)] = view
+        state.mark_dirty(namespace, cluster, view.changed_from(previous))
         state.wake_cluster(namespace, cluster)
     elif not deleted and body.get("status") is None:
         state.mark_dirty(namespace, cluster, [name])
@@ -113,7 +114,6 @@ def dataflow_deleted(
     namespace: str,
     name: str,
     runtime: datetime.timedelta,
-    dataflows: kopf.Index[Any, Mapping[str, Any]],
 ) -> None:
     """Drop from every replica; wait for them to confirm, up to the delete timeout.
 
@@ -124,8 +124,7 @@ def dataflow_deleted(
     cluster = _cluster(body)
     if cluster is None:
         return
-    view = state.cluster_view(namespace, cluster, dataflows.get((namespace, cluster), []))
-    state.mark_dirty(namespace, cluster, [n for n in view.dataflows if n != name])
+    # The watch event of the deletion already marked the readers it invalidates.
     state.wake_cluster(namespace, cluster)
     holders = sorted(
         replica

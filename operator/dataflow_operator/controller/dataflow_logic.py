@@ -126,9 +126,13 @@ def dependents(specs: Mapping[str, DataflowSpec], changed: Iterable[str]) -> set
 def desired_dataflows(
     dataflows: Iterable[Dataflow], validity: Mapping[str, Validity]
 ) -> DesiredDataflows:
-    """The full desired set of a replica: every valid, not-deleted dataflow, by name."""
+    """The full desired set of a replica: every valid, not-deleted dataflow, by name.
+
+    Built from models already validated (a cluster's set is rebuilt on each change of
+    any of its specs, so validating each spec again would cost the cluster's size).
+    """
     desired = [
-        DesiredDataflow(
+        DesiredDataflow.model_construct(
             name=df.metadata.name,
             namespace=df.metadata.namespace,
             generation=df.metadata.generation,
@@ -138,7 +142,7 @@ def desired_dataflows(
         if validity.get(df.metadata.name, Validity(False)).ok
         and not df.metadata.model_extra.get("deletionTimestamp")  # type: ignore[union-attr]
     ]
-    return DesiredDataflows(dataflows=sorted(desired, key=lambda d: d.name))
+    return DesiredDataflows.model_construct(dataflows=sorted(desired, key=lambda d: d.name))
 
 
 def _current(report: DataflowReport, generation: int | None) -> bool:

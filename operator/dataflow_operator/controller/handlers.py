@@ -59,7 +59,6 @@ async def startup(
     settings: kopf.OperatorSettings,
     memo: kopf.Memo,
     logger: logging.Logger,
-    dataflows_by_cluster: kopf.Index[Any, Mapping[str, Any]],
     **_: Any,
 ) -> None:
     """Build the clients and the shared state once; start the status writer and metrics."""
@@ -69,7 +68,7 @@ async def startup(
     memo["state"] = state
     if config.metrics_port:
         state.metrics.serve(config.metrics_port)
-    memo["writer"] = asyncio.create_task(run_status_writer(state, dataflows_by_cluster))
+    memo["writer"] = asyncio.create_task(run_status_writer(state))
 
 
 @kopf.on.cleanup()
@@ -207,7 +206,6 @@ async def dataflow_deleted(
     body: kopf.Body,
     memo: kopf.Memo,
     runtime: datetime.timedelta,
-    dataflows_by_cluster: kopf.Index[Any, Mapping[str, Any]],
     **_: Any,
 ) -> None:
     """Drop the Dataflow from every replica before the finalizer is removed."""
@@ -218,5 +216,4 @@ async def dataflow_deleted(
             namespace=namespace,
             name=name,
             runtime=runtime,
-            dataflows=dataflows_by_cluster,
         )

@@ -107,6 +107,24 @@ class ClusterView:
     validity: dict[str, Validity]
     desired: DesiredDataflows
     digest: str
+    generations: dict[str, int | None]
+    """Each Dataflow's ``metadata.generation``, the invalid ones' included."""
+
+    def changed_from(self, previous: ClusterView | None) -> list[str]:
+        """The dataflows whose status this view may change since ``previous``.
+
+        A Dataflow's status depends on its own spec, deletion and validity (and on the
+        replicas' reports, which mark it themselves): a new Dataflow in a cluster of
+        hundreds must not recompute the status of every other one.
+        """
+        if previous is None:
+            return [*self.dataflows, *self.invalid_schema]
+        return [
+            name
+            for name in [*self.dataflows, *self.invalid_schema]
+            if self.dataflows.get(name) is not previous.dataflows.get(name)
+            or self.validity.get(name) != previous.validity.get(name)
+        ]
 
 
 class OperatorState:
@@ -125,8 +143,8 @@ class OperatorState:
         """(namespace, dataflow) → the validity last announced in an Event."""
         self.seen_status: dict[Key, Mapping[str, Any]] = {}
         """(namespace, dataflow) → its status as last seen on the watch."""
-        self.cluster_digests: dict[Key, str] = {}
-        """(namespace, cluster) → digest of its specs when last acted upon."""
+        self.acted_views: dict[Key, ClusterView] = {}
+        """(namespace, cluster) → its view when last acted upon."""
         self._parsed: dict[str, Dataflow | ValidationError] = {}
         self._validity: dict[tuple[Any, ...], tuple[tuple[DataflowSpec, ...], Validity]] = {}
         self._by_content: dict[tuple[str, str], tuple[tuple[str, ...], ClusterView]] = {}
@@ -218,9 +236,12 @@ class OperatorState:
     def _cluster_view(self, bodies: list[Mapping[str, Any]], digest: str) -> ClusterView:
         dataflows: dict[str, Dataflow] = {}
         invalid: dict[str, Validity] = {}
+        generations: dict[str, int | None] = {}
         for body in bodies:
             parsed = self._parse(body)
-            name = str((body.get("metadata") or {}).get("name"))
+            metadata = body.get("metadata") or {}
+            name = str(metadata.get("name"))
+            generations[name] = metadata.get("generation")
             if isinstance(parsed, ValidationError):
                 invalid[name] = Validity(False, "InvalidSpec", describe_validation(parsed))
             else:
@@ -234,7 +255,7 @@ class OperatorState:
         for name in dataflows:
             validity.setdefault(name, Validity(False, "Deleting", "the dataflow is being deleted"))
         desired = desired_dataflows(dataflows.values(), validity)
-        return ClusterView(dataflows, invalid, validity, desired, digest)
+        return ClusterView(dataflows, invalid, validity, desired, digest, generations)
 
     def _validate(self, specs: Mapping[str, DataflowSpec]) -> dict[str, Validity]:
         """Validity of every dataflow, memoized on its spec and its upstream specs."""

@@ -14,13 +14,11 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
 from pydantic import ValidationError
 
 from dataflow_operator.api.dataflow import DataflowStatus
 from dataflow_operator.controller.dataflow_logic import (
     ReplicaSeen,
-    Validity,
     dataflow_status,
     status_patch,
 )
@@ -35,16 +33,7 @@ CONCURRENCY = 32
 _log = get_logger("dataflow_operator.status")
 
 
-def _find(bodies: Any, name: str) -> Mapping[str, Any] | None:
-    for body in bodies:
-        if (body.get("metadata") or {}).get("name") == name:
-            return dict(body)
-    return None
-
-
-async def run_status_writer(
-    state: OperatorState, dataflows: kopf.Index[Any, Mapping[str, Any]]
-) -> None:
+async def run_status_writer(state: OperatorState) -> None:
     """Write dirty Dataflows' status until cancelled."""
     written: dict[tuple[str, str], dict[str, Any]] = {}
     semaphore = asyncio.Semaphore(CONCURRENCY)
@@ -56,7 +45,6 @@ async def run_status_writer(
             try:
                 await _write(
                     state=state,
-                    dataflows=dataflows,
                     written=written,
                     namespace=namespace,
                     cluster=cluster,
@@ -97,7 +85,6 @@ def _first_unwritten(
 async def _write(
     *,
     state: OperatorState,
-    dataflows: kopf.Index[Any, Mapping[str, Any]],
     written: dict[tuple[str, str], dict[str, Any]],
     namespace: str,
     cluster: str,
@@ -105,15 +92,15 @@ async def _write(
     since: int,
     limiter: TokenBucket,
 ) -> None:
-    bodies: Any = dataflows.get((namespace, cluster), [])
-    body = _find(bodies, name)
-    if body is None:
+    # The cluster as the Dataflow handlers last acted on it: every Dataflow they mark
+    # dirty is in it, and one lookup does not cost the cluster's size.
+    view = state.acted_views.get((namespace, cluster))
+    if view is None or name not in view.validity:
         _log.debug("status skipped: not indexed", namespace=namespace, name=name)
         written.pop((namespace, name), None)
         state.seen_status.pop((namespace, name), None)
         return
-    view = state.cluster_view(namespace, cluster, bodies)
-    validity = view.validity.get(name) or Validity(False, "InvalidSpec", "not parsed")
+    validity = view.validity[name]
     last_seen = state.seen_status.get((namespace, name), {})
     previous = written.get((namespace, name), last_seen)
     try:
@@ -126,7 +113,7 @@ async def _write(
         if rt.report is not None:
             report = next((d for d in rt.report.dataflows if d.name == name), None)
         seen.append(ReplicaSeen(replica, rt.ready, report))
-    generation = (body.get("metadata") or {}).get("generation")
+    generation = view.generations.get(name)
     parsed = view.dataflows.get(name)
     spec = parsed.spec if parsed is not None else None
     status = dataflow_status(generation, old, validity, seen, now_ms(), name=name, spec=spec)
