@@ -56,3 +56,30 @@ def test_the_status_writer_serves_dataflows_without_status_first() -> None:
     written = {("ns", "old"): {}, ("ns", "older"): {}}
     order = [key[2] for key, _ in _first_unwritten(batch, written)]
     assert order == ["new", "old", "older"]
+
+
+def test_a_change_marks_only_the_dataflows_whose_status_it_changes() -> None:
+    operator = state()
+    reader_source = {"name": "up", "dataflow": {"name": "a"}}
+    reader = body("reader", sql="SELECT x FROM up")
+    reader["spec"]["sources"] = [reader_source]
+    bodies = [body("a"), body("b"), reader]
+    first = operator.cluster_view("ns", "c", bodies)
+    assert sorted(first.changed_from(None)) == ["a", "b", "reader"]
+    assert first.generations == {"a": 1, "b": 1, "reader": 1}
+    # A new Dataflow joins: only it is marked, not the cluster.
+    grown = operator.cluster_view("ns", "c", [*bodies, body("new")])
+    assert grown.changed_from(first) == ["new"]
+    # An edit marks its own Dataflow; deleting it also marks the reader it leaves
+    # without a source.
+    edited_bodies = copy.deepcopy([*bodies, body("new")])
+    edited_bodies[1]["metadata"]["generation"] = 2
+    edited_bodies[1]["spec"]["sql"] = "SELECT x FROM a WHERE x > 1"
+    edited = operator.cluster_view("ns", "c", edited_bodies)
+    assert edited.changed_from(grown) == ["b"]
+    assert edited.generations["b"] == 2
+    deleting = copy.deepcopy(edited_bodies)
+    deleting[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    deleted = operator.cluster_view("ns", "c", deleting)
+    assert sorted(deleted.changed_from(edited)) == ["a", "reader"]
+    assert not deleted.validity["reader"].ok
