@@ -68,7 +68,7 @@ async def run(strategy: str, args: argparse.Namespace, work: Path) -> None:
         declare_resources(handler)
         kubeconfig = write_kubeconfig(work / "kubeconfig", str(server.url).rstrip("/"))
         os.environ["KUBECONFIG"] = str(kubeconfig)
-        api = KubeApi.from_kopf_login(None)
+        api = await KubeApi.connect()
         cluster = Cluster(api)
         operator = Operator(
             kubeconfig,

@@ -188,7 +188,7 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
             declare_resources(handler)
             kubeconfig = write_kubeconfig(tmp / "kubeconfig", str(server.url).rstrip("/"))
         os.environ["KUBECONFIG"] = str(kubeconfig)
-        api = KubeApi.from_kopf_login(None)
+        api = await KubeApi.connect()
         stack.push_async_callback(api.close)
         replicas = Replicas(args.advance_every)
         if args.ready:

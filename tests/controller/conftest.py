@@ -43,7 +43,7 @@ async def cluster(emulator: tuple[kmock.KubernetesEmulator, Path]) -> AsyncItera
 
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(kubeconfig)
-    api = KubeApi.from_kopf_login(None)
+    api = await KubeApi.connect()
     try:
         yield Cluster(api)
     finally:

@@ -1,15 +1,20 @@
-"""The operator's API client: TLS from kubeconfig data, leaving no key file behind."""
+"""The operator's API client logs in from a kubeconfig with client keys given as data,
+and leaves no key file behind once closed."""
 
 from __future__ import annotations
 
 import base64
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
-import kopf
+import pytest
+import yaml
 
-from dataflow_operator.controller.kube import _ssl_context
+from dataflow_operator.controller.kube import KubeApi
+
+pytestmark = pytest.mark.asyncio
 
 
 def _certificate(directory: Path) -> tuple[bytes, bytes]:
@@ -25,26 +30,72 @@ def _certificate(directory: Path) -> tuple[bytes, bytes]:
     return cert.read_bytes(), key.read_bytes()
 
 
-def _leftovers() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("dataflow-operator-*")}
+def _key_directories() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("dataflow-operator-*"))
 
 
-def test_credentials_given_as_data_are_loaded_and_no_file_remains(tmp_path: Path) -> None:
-    cert, key = _certificate(tmp_path)
-    before = _leftovers()
-    info = kopf.ConnectionInfo(
-        server="https://127.0.0.1:6443",
-        ca_data=base64.b64encode(cert).decode(),
-        certificate_data=base64.b64encode(cert).decode(),
-        private_key_data=base64.b64encode(key).decode(),
+def _kubeconfig(path: Path, server: str, **user: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server, **user.pop("ca", {})}}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
     )
-    context = _ssl_context(info)
-    assert not isinstance(context, bool)
-    assert context.cert_store_stats()["x509_ca"] == 1  # the CA, from memory
-    assert _leftovers() == before
+    return path
 
 
-def test_plain_http_and_insecure_servers_need_no_context() -> None:
-    assert _ssl_context(kopf.ConnectionInfo(server="http://127.0.0.1:8080")) is False
-    insecure = kopf.ConnectionInfo(server="https://127.0.0.1:6443", insecure=True)
-    assert _ssl_context(insecure) is False
+async def test_client_keys_given_as_data_live_in_a_private_directory_until_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = _certificate(tmp_path)
+    encoded = {
+        "client-certificate-data": base64.b64encode(cert).decode(),
+        "client-key-data": base64.b64encode(key).decode(),
+    }
+    kubeconfig = _kubeconfig(
+        tmp_path / "kubeconfig",
+        "https://127.0.0.1:6443",
+        ca={"certificate-authority-data": base64.b64encode(cert).decode()},  # type: ignore[arg-type]
+        **encoded,
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    before = _key_directories()
+    api = await KubeApi.connect()
+    try:
+        assert api.server == "https://127.0.0.1:6443"
+        (directory,) = _key_directories() - before
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        written = {p.read_bytes() for p in directory.iterdir()}
+        assert key in written and cert in written
+    finally:
+        await api.close()
+    assert _key_directories() == before
+    # A second login with the same keys writes them again (nothing points at removed files).
+    again = await KubeApi.connect()
+    try:
+        (directory,) = _key_directories() - before
+        assert all(p.exists() for p in directory.iterdir())
+        assert key in {p.read_bytes() for p in directory.iterdir()}
+    finally:
+        await again.close()
+
+
+async def test_a_plain_http_server_needs_no_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "k", "http://127.0.0.1:8080")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    before = _key_directories()
+    api = await KubeApi.connect()
+    try:
+        assert api.server == "http://127.0.0.1:8080"
+        assert not [p for d in _key_directories() - before for p in d.iterdir()]
+    finally:
+        await api.close()
+    assert _key_directories() == before

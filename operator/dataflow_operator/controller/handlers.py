@@ -58,13 +58,12 @@ async def startup(
     *,
     settings: kopf.OperatorSettings,
     memo: kopf.Memo,
-    logger: logging.Logger,
     **_: Any,
 ) -> None:
     """Build the clients and the shared state once; start the status writer and metrics."""
     configure_settings(settings)
     config: OperatorConfig = memo.get("config") or OperatorConfig()
-    state = OperatorState(config, KubeApi.from_kopf_login(logger), ControlClient())
+    state = OperatorState(config, await KubeApi.connect(), ControlClient())
     memo["state"] = state
     if config.metrics_port:
         state.metrics.serve(config.metrics_port)

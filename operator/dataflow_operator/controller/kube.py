@@ -1,29 +1,37 @@
-"""A small asynchronous Kubernetes API client on aiohttp.
+"""The operator's Kubernetes API client: objects by path, on ``kubernetes_asyncio``.
 
 kopf brings its own client for watching and for its bookkeeping; the operator's own
-writes (driver pods and services, status patches) go through this one, so that a daemon
-per Replica can act without threads. Credentials come from kopf's login functions (a
-service account in a pod, else the kubeconfig).
+writes (driver pods and services, claims, Secrets, status patches) go through this one,
+so that a daemon per Replica can act without threads. Credentials, TLS, token refresh
+and exec plugins are the library's (``kubernetes_asyncio``): a service account in a pod,
+else the kubeconfig (``KUBECONFIG``, else ``~/.kube/config``). What is left here is the
+path-based surface the operator uses — create, get, list, merge-patch, delete — and one
+error type.
 """
 
 from __future__ import annotations
 
-import base64
-import logging
-import ssl
+import json
+import os
+import shutil
 import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import kopf
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import kube_config
 
 from dataflow_operator.api.meta import GROUP, VERSION
 
 __all__ = ["MERGE_PATCH", "ApiError", "KubeApi"]
 
 MERGE_PATCH = "application/merge-patch+json"
+CONNECTIONS = 64
+"""Parallel connections to the API server (the status writer's concurrency and more)."""
+TIMEOUT_S = 10.0
+_AS_JSON = {status: "object" for status in (200, 201, 202)}
 
 
 class ApiError(Exception):
@@ -35,69 +43,62 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
 
-
-def _decoded(data: str | bytes) -> bytes:
-    """Credential data as kubeconfigs carry it (base64) or as it is (PEM)."""
-    raw = data.encode() if isinstance(data, str) else data
-    try:
-        return base64.b64decode(raw, validate=True)
-    except ValueError:
-        return raw
-
-
-def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:
-    """TLS for the API server; in-memory credentials never outlive their loading."""
-    if not info.server.startswith("https"):
-        return False
-    if info.insecure:
-        return False
-    if info.ca_data:
-        context = ssl.create_default_context(cadata=_decoded(info.ca_data).decode())
-    else:
-        context = ssl.create_default_context(cafile=info.ca_path or None)
-    if info.certificate_data or info.certificate_path:
-        # load_cert_chain reads files only: in-memory data goes through a private
-        # directory that is removed as soon as the context holds the key
-        with tempfile.TemporaryDirectory(prefix="dataflow-operator-") as directory:
-            cert, key = info.certificate_path, info.private_key_path
-            if info.certificate_data:
-                cert = str(Path(directory) / "client.crt")
-                Path(cert).write_bytes(_decoded(info.certificate_data))
-            if info.private_key_data:
-                key = str(Path(directory) / "client.key")
-                Path(key).write_bytes(_decoded(info.private_key_data))
-            context.load_cert_chain(str(cert), str(key) if key else None)
-    return context
+    @classmethod
+    def of(cls, error: ApiException) -> ApiError:
+        """The API server's own reason and message (its ``Status`` body) when it sent one."""
+        try:
+            payload = json.loads(error.body or "{}")
+        except ValueError:
+            payload = {}
+        payload = payload if isinstance(payload, dict) else {}
+        return cls(
+            int(error.status or 0),
+            str(payload.get("reason") or error.reason or ""),
+            str(payload.get("message") or ""),
+        )
 
 
 class KubeApi:
     """Create, get, list, patch and delete objects by API path."""
 
-    def __init__(self, server: str, headers: Mapping[str, str], ssl_context: Any) -> None:
-        self.server = server.rstrip("/")
-        connector = aiohttp.TCPConnector(ssl=ssl_context, limit=64)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            headers=dict(headers),
-            timeout=aiohttp.ClientTimeout(total=10),
-        )
+    def __init__(self, api: client.ApiClient, key_directory: str | None = None) -> None:
+        self._api = api
+        self._key_directory = key_directory
+        self.server = str(api.configuration.host or "").rstrip("/")
 
     @classmethod
-    def from_kopf_login(cls, logger: logging.Logger | Any) -> KubeApi:
-        """Log in as kopf does without client libraries: service account, else kubeconfig."""
-        settings = kopf.OperatorSettings()
-        info = kopf.login_with_service_account(settings=settings, logger=logger)
-        if info is None:
-            info = kopf.login_with_kubeconfig(settings=settings, logger=logger)
-        if info is None:
-            raise kopf.PermanentError(
-                "no Kubernetes credentials: no service account, no kubeconfig"
-            )
-        return cls(info.server, info.as_http_headers(), _ssl_context(info))
+    async def connect(cls) -> KubeApi:
+        """Log in with a pod's service account, else with the kubeconfig.
+
+        Client keys given as data in a kubeconfig are written by the library to files;
+        they go to a private directory that :meth:`close` removes.
+        """
+        configuration = client.Configuration()
+        key_directory: str | None = None
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            key_directory = tempfile.mkdtemp(prefix="dataflow-operator-")
+            try:
+                await config.load_kube_config(
+                    config_file=os.environ.get("KUBECONFIG") or None,
+                    client_configuration=configuration,
+                    temp_file_path=key_directory,
+                )
+            except (config.ConfigException, OSError) as error:
+                _forget_keys(key_directory)
+                raise kopf.PermanentError(
+                    f"no Kubernetes credentials: no service account, no kubeconfig ({error})"
+                ) from error
+        configuration.connection_pool_maxsize = CONNECTIONS
+        return cls(client.ApiClient(configuration), key_directory)
 
     async def close(self) -> None:
-        """Close the HTTP session."""
-        await self._session.close()
+        """Close the HTTP session; remove the client keys the login wrote."""
+        await self._api.close()
+        if self._key_directory is not None:
+            _forget_keys(self._key_directory)
+            self._key_directory = None
 
     async def _request(
         self,
@@ -108,22 +109,23 @@ class KubeApi:
         content_type: str = "application/json",
         params: Mapping[str, str] | None = None,
     ) -> Any:
-        headers = {"Content-Type": content_type} if body is not None else {}
-        async with self._session.request(
-            method, self.server + path, json=body, headers=headers, params=params
-        ) as response:
-            if response.status >= 400:
-                try:
-                    payload = await response.json(content_type=None)
-                except (ValueError, aiohttp.ContentTypeError):
-                    payload = {}
-                payload = payload if isinstance(payload, dict) else {}
-                raise ApiError(
-                    response.status,
-                    str(payload.get("reason") or response.reason),
-                    str(payload.get("message") or ""),
-                )
-            return await response.json(content_type=None)
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            return await self._api.call_api(
+                path,
+                method,
+                query_params=list((params or {}).items()),
+                header_params=headers,
+                body=body,
+                response_types_map=_AS_JSON,
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _request_timeout=TIMEOUT_S,
+            )
+        except ApiException as error:
+            raise ApiError.of(error) from None
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST ``body`` to a collection path."""
@@ -176,3 +178,12 @@ class KubeApi:
         if name is None:
             return base
         return f"{base}/{name}/status" if status else f"{base}/{name}"
+
+
+def _forget_keys(directory: str) -> None:
+    """Remove the key files; the library's cache of them must not point at removed ones."""
+    shutil.rmtree(directory, ignore_errors=True)
+    cache: dict[str, str] = kube_config._temp_files
+    for content, path in list(cache.items()):
+        if path.startswith(directory + os.sep):
+            del cache[content]
