@@ -50,7 +50,7 @@ def test_a_status_write_reuses_the_view_and_a_spec_edit_rebuilds_it() -> None:
 
 
 def test_the_status_writer_serves_dataflows_without_status_first() -> None:
-    from dataflow_operator.controller.status_writer import _first_unwritten
+    from dataflow_operator.controller.dataflow.status_writer import _first_unwritten
 
     batch = {("ns", "c", "old"): 1, ("ns", "c", "new"): 2, ("ns", "c", "older"): 0}
     written = {("ns", "old"): {}, ("ns", "older"): {}}

@@ -6,8 +6,7 @@ from typing import Any
 
 from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
 from dataflow_operator.api.replica import Replica
-from dataflow_operator.controller.observation import PodObservation, PodPhase
-from dataflow_operator.controller.replica_logic import (
+from dataflow_operator.controller.replica.logic import (
     Action,
     ActionKind,
     ControlObservation,
@@ -15,6 +14,7 @@ from dataflow_operator.controller.replica_logic import (
     ReplicaView,
     decide,
 )
+from dataflow_operator.controller.replica.observation import PodObservation, PodPhase
 from tests.controller.test_replica_logic import (
     CONFIG,
     HOUR,

@@ -8,21 +8,21 @@ from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
 from dataflow_operator.api.replica import Replica, ReplicaStatus
 from dataflow_operator.controller.config import OperatorConfig
-from dataflow_operator.controller.observation import (
-    ClaimObservation,
-    PodObservation,
-    PodPhase,
-    observe_claim,
-    observe_pod,
-)
-from dataflow_operator.controller.replica_attempts import backoff_delay_ms
-from dataflow_operator.controller.replica_logic import (
+from dataflow_operator.controller.replica.attempts import backoff_delay_ms
+from dataflow_operator.controller.replica.logic import (
     Action,
     ActionKind,
     ControlObservation,
     Decision,
     ReplicaView,
     decide,
+)
+from dataflow_operator.controller.replica.observation import (
+    ClaimObservation,
+    PodObservation,
+    PodPhase,
+    observe_claim,
+    observe_pod,
 )
 from dataflow_operator.core.durations import Duration
 

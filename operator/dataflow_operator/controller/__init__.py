@@ -1,6 +1,9 @@
 """The operator: kopf handlers that reconcile Replicas and Dataflows.
 
-Handlers are thin (parse the body with the api models → call pure functions → patch
-status); manifests are built by pure functions; replicas are reached through the
-control-API client.
+:mod:`.handlers` registers every handler with kopf; each is thin (parse the body with
+the api models → call pure functions → act → patch status). A Replica's reconciliation
+lives in :mod:`.replica` (its pure ``decide`` is a state machine tested as data), a
+Dataflow's validation and status in :mod:`.dataflow`; :mod:`.manifests` builds objects
+with pure functions; replicas are reached through :mod:`.control_client`, the API server
+through :mod:`.kube`; :mod:`.errors` is the one place errors become kopf's.
 """

@@ -22,17 +22,17 @@ from typing import Any
 import kopf
 
 from dataflow_operator.api.meta import GROUP, VERSION
-from dataflow_operator.controller import dataflow_handlers
 from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.control_client import ControlClient
+from dataflow_operator.controller.dataflow import handlers as dataflow_handlers
+from dataflow_operator.controller.dataflow.status_writer import run_status_writer
 from dataflow_operator.controller.errors import mapped_errors
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.naming import FINALIZER, LABEL_REPLICA, LABEL_ROLE, ROLE_DRIVER
-from dataflow_operator.controller.observation import PodObservation, observe_pod
-from dataflow_operator.controller.replica_daemon import run_replica
+from dataflow_operator.controller.replica.daemon import run_replica
+from dataflow_operator.controller.replica.observation import PodObservation, observe_pod
 from dataflow_operator.controller.standby import PEERING_LIFETIME
 from dataflow_operator.controller.state import OperatorState
-from dataflow_operator.controller.status_writer import run_status_writer
 
 __all__ = ["configure_settings"]
 

@@ -21,7 +21,7 @@ from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
 from dataflow_operator.api.protocol import DesiredDataflows, ReplicaReport
 from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.control_client import ControlClient
-from dataflow_operator.controller.dataflow_logic import (
+from dataflow_operator.controller.dataflow.logic import (
     Validity,
     desired_dataflows,
     validate,
@@ -29,7 +29,7 @@ from dataflow_operator.controller.dataflow_logic import (
 from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.metrics import Metrics, ReplicaSample
-from dataflow_operator.controller.observation import ClaimObservation
+from dataflow_operator.controller.replica.observation import ClaimObservation
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp
 

@@ -2,7 +2,7 @@
 
 A new attempt is recorded in status first (attempt number, the deterministic pod name,
 its start time, phase ``Creating``) and only then are old pods deleted and the new one
-created (see :mod:`.replica_logic`). A failure backs off exponentially
+created (see :mod:`.logic`). A failure backs off exponentially
 (``spec.restartPolicy.backoff``) or gives up per the restart policy.
 """
 
@@ -17,8 +17,8 @@ from dataflow_operator.api.replica import (
     RestartPolicyType,
     RestartReason,
 )
-from dataflow_operator.controller.handover import new_attempt, next_attempt_number
-from dataflow_operator.controller.replica_view import (
+from dataflow_operator.controller.replica.handover import new_attempt, next_attempt_number
+from dataflow_operator.controller.replica.view import (
     DEGRADED,
     EXPIRED,
     PROGRESSING,

@@ -11,9 +11,9 @@ status and repeats the idempotent steps: it deletes any driver pod that is not t
 recorded one, waits until none is left, and creates the recorded one (a 409 means it
 already exists). So there is never more than one driver, and never none for long.
 
-Attempts (starting, failing, backing off): :mod:`.replica_attempts`; the expiration
-restart: :mod:`.replica_expiry`; storage (``status.stateClaim``, ``PersistentState``):
-:mod:`.replica_storage`.
+Attempts (starting, failing, backing off): :mod:`.attempts`; the expiration
+restart: :mod:`.expiry`; storage (``status.stateClaim``, ``PersistentState``):
+:mod:`.storage`.
 
 Expiration restarts follow ``spec.restartStrategy``: MakeBeforeBreak hands over to a
 successor that hydrates beside the serving driver (:mod:`.handover`); BreakBeforeMake,
@@ -38,28 +38,28 @@ from dataflow_operator.api.replica import (
     RestartPolicyType,
     RestartReason,
 )
-from dataflow_operator.controller.handover import cut_over
 from dataflow_operator.controller.manifests import (
     driver_spec_hash,
 )
 from dataflow_operator.controller.naming import driver_service_name
-from dataflow_operator.controller.observation import (
-    FATAL_WAITING_REASONS,
-    PodObservation,
-    PodPhase,
-)
-from dataflow_operator.controller.replica_attempts import (
+from dataflow_operator.controller.replica.attempts import (
     WAIT_FOR_DELETION_MS,
     fail,
     start_attempt,
 )
-from dataflow_operator.controller.replica_expiry import (
+from dataflow_operator.controller.replica.expiry import (
     expiration_restart,
     expired_condition,
     report_expired,
 )
-from dataflow_operator.controller.replica_storage import storage_condition
-from dataflow_operator.controller.replica_view import (
+from dataflow_operator.controller.replica.handover import cut_over
+from dataflow_operator.controller.replica.observation import (
+    FATAL_WAITING_REASONS,
+    PodObservation,
+    PodPhase,
+)
+from dataflow_operator.controller.replica.storage import storage_condition
+from dataflow_operator.controller.replica.view import (
     DEGRADED,
     EXPIRED,
     PERSISTENT_STATE,

@@ -3,7 +3,7 @@
 :class:`ReplicaView` holds everything observed (the Replica, its driver pods, the last
 control-API polls, the time); :class:`Decision` the new status, the actions to take
 *after* that status is written, the Events to post and when to look again.
-:class:`DecisionBuilder` accumulates one decision; :mod:`.replica_logic` and
+:class:`DecisionBuilder` accumulates one decision; :mod:`.logic` and
 :mod:`.handover` fill it.
 """
 
@@ -15,7 +15,7 @@ from enum import StrEnum
 from dataflow_operator.api.protocol import ReplicaReport
 from dataflow_operator.api.replica import Replica, ReplicaStatus
 from dataflow_operator.controller.config import OperatorConfig
-from dataflow_operator.controller.observation import ClaimObservation, PodObservation
+from dataflow_operator.controller.replica.observation import ClaimObservation, PodObservation
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import Condition, ConditionStatus, set_condition
 from dataflow_operator.core.time import Timestamp

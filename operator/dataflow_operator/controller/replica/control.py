@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from dataflow_operator.api.protocol import DesiredDataflows, ReplicaPhase, ReplicaReport
 from dataflow_operator.api.replica import AttemptPhase, Replica, ReplicaStatus
 from dataflow_operator.controller.control_client import ControlError
+from dataflow_operator.controller.dataflow.release_meet import release_meet
 from dataflow_operator.controller.manifests import control_address
-from dataflow_operator.controller.observation import PodObservation, PodPhase
-from dataflow_operator.controller.release_meet import release_meet
-from dataflow_operator.controller.replica_logic import ControlObservation
-from dataflow_operator.controller.replica_resources import control_token
+from dataflow_operator.controller.replica.logic import ControlObservation
+from dataflow_operator.controller.replica.observation import PodObservation, PodPhase
+from dataflow_operator.controller.replica.resources import control_token
 from dataflow_operator.controller.state import (
     AttemptLink,
     ClusterView,

@@ -26,8 +26,8 @@ from dataflow_operator.controller.manifests import (
     driver_service_selector,
 )
 from dataflow_operator.controller.naming import control_token_secret_name, state_claim_name
-from dataflow_operator.controller.observation import ClaimObservation, observe_claim
-from dataflow_operator.controller.replica_logic import ActionKind, Decision
+from dataflow_operator.controller.replica.logic import ActionKind, Decision
+from dataflow_operator.controller.replica.observation import ClaimObservation, observe_claim
 from dataflow_operator.controller.state import OperatorState, ReplicaRuntime, now_ms
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import Any
 
 import kopf
 
-from dataflow_operator.controller.dataflow_logic import recompute_message
+from dataflow_operator.controller.dataflow.logic import recompute_message
 from dataflow_operator.controller.state import OperatorState
 
 __all__ = ["announce_hydration", "announce_strategy", "dataflow_changed", "dataflow_deleted"]

@@ -4,7 +4,7 @@ The restart is planned at ``expiresAt − lead``
 (:func:`~dataflow_operator.core.expiration.restart_lead`). MakeBeforeBreak starts a
 successor then and follows it (:mod:`.handover`);
 BreakBeforeMake, or MakeBeforeBreak where it cannot apply or whose successor failed,
-starts a new attempt then (:mod:`.replica_attempts`). A runtime that reports itself
+starts a new attempt then (:mod:`.attempts`). A runtime that reports itself
 expired is restarted at once.
 """
 
@@ -17,15 +17,15 @@ from dataflow_operator.api.replica import (
     RestartReason,
     RestartStrategy,
 )
-from dataflow_operator.controller.handover import (
+from dataflow_operator.controller.replica.attempts import start_attempt
+from dataflow_operator.controller.replica.handover import (
     abandoned_for_current,
     begin_handover,
     cut_over,
     follow_handover,
     handover_blocker,
 )
-from dataflow_operator.controller.replica_attempts import start_attempt
-from dataflow_operator.controller.replica_view import (
+from dataflow_operator.controller.replica.view import (
     EXPIRED,
     ControlObservation,
     DecisionBuilder,

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dataflow_operator.api.dataflow import DataflowStatus
-from dataflow_operator.controller.dataflow_logic import (
+from dataflow_operator.controller.dataflow.logic import (
     ReplicaSeen,
     dataflow_status,
     status_patch,

@@ -5,9 +5,9 @@ One iteration reads the Replica (parsed with the api model and checked against
 gets ``Degraded``/``InvalidSpec`` and a Warning Event, and no driver pod), its driver pods
 (from kopf's pod index) and the last control-API poll, lets the pure decision compute the
 new status and actions, writes the status *first* (a merge patch of what changed), then
-acts (:mod:`.replica_resources`: Services, claim, token Secret, pods), posts the Events
+acts (:mod:`.resources`: Services, claim, token Secret, pods), posts the Events
 and records the metrics. While a driver runs — the serving one, and a make-before-break
-successor — :mod:`.replica_control` keeps the desired set of dataflows installed on it
+successor — :mod:`.control` keeps the desired set of dataflows installed on it
 and pulls its ``GET /status`` every poll interval.
 """
 
@@ -29,19 +29,19 @@ from dataflow_operator.api.replica import (
     RestartReason,
 )
 from dataflow_operator.api.replica_rules import replica_problems
-from dataflow_operator.controller.dataflow_logic import status_patch
+from dataflow_operator.controller.dataflow.logic import status_patch
 from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.naming import label_value
-from dataflow_operator.controller.observation import PodObservation, observe_pod
-from dataflow_operator.controller.replica_control import (
+from dataflow_operator.controller.replica.control import (
     forget_control,
     observation,
     poll_attempts,
     promote,
 )
-from dataflow_operator.controller.replica_logic import Decision, ReplicaView, decide
-from dataflow_operator.controller.replica_resources import (
+from dataflow_operator.controller.replica.logic import Decision, ReplicaView, decide
+from dataflow_operator.controller.replica.observation import PodObservation, observe_pod
+from dataflow_operator.controller.replica.resources import (
     act,
     ensure_services,
     observe_state_claim,

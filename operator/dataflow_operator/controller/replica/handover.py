@@ -40,8 +40,8 @@ from dataflow_operator.api.replica import (
 )
 from dataflow_operator.controller.manifests import driver_spec_hash, effective_offset
 from dataflow_operator.controller.naming import ANNOTATION_CONTROL_ADDRESS, driver_pod_name
-from dataflow_operator.controller.observation import FATAL_WAITING_REASONS, PodPhase
-from dataflow_operator.controller.replica_view import (
+from dataflow_operator.controller.replica.observation import FATAL_WAITING_REASONS, PodPhase
+from dataflow_operator.controller.replica.view import (
     EXPIRED,
     PROGRESSING,
     ActionKind,
