@@ -5,8 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dataflow_operator.controller.config import OperatorConfig
-from dataflow_operator.controller.state import OperatorState
+from dataflow_operator.controller.dataflow.views import ClusterViews
 
 
 def body(name: str, sql: str = "SELECT x FROM a", **metadata: Any) -> dict[str, Any]:
@@ -23,26 +22,26 @@ def body(name: str, sql: str = "SELECT x FROM a", **metadata: Any) -> dict[str, 
     }
 
 
-def state() -> OperatorState:
-    return OperatorState(OperatorConfig(), kube=None, control=None)  # type: ignore[arg-type]
+def state() -> ClusterViews:
+    return ClusterViews()
 
 
 def test_a_status_write_reuses_the_view_and_a_spec_edit_rebuilds_it() -> None:
     operator = state()
     bodies = [body("a"), body("b", resourceVersion="1")]
-    view = operator.cluster_view("ns", "c", bodies)
+    view = operator.view("ns", "c", bodies)
     assert sorted(view.validity) == ["a", "b"] and all(v.ok for v in view.validity.values())
     # What the watch hands over after a status write: new objects, a new resourceVersion
     # and a status, the same specs.
     written = copy.deepcopy(bodies)
     written[1]["metadata"]["resourceVersion"] = "2"
     written[1]["status"] = {"frontier": "2026-01-01T00:00:00Z", "replicas": "not a list"}
-    assert operator.cluster_view("ns", "c", written) is view
+    assert operator.view("ns", "c", written) is view
     # An edit (a new generation and spec) is seen, and only its dataflow is invalid.
     edited = copy.deepcopy(written)
     edited[0]["metadata"]["generation"] = 2
     edited[0]["spec"]["sql"] = "SELECT nope FROM missing"
-    rebuilt = operator.cluster_view("ns", "c", edited)
+    rebuilt = operator.view("ns", "c", edited)
     assert rebuilt is not view
     assert (rebuilt.validity["a"].ok, rebuilt.validity["a"].reason) == (False, "UnknownSource")
     assert rebuilt.validity["b"].ok
@@ -64,22 +63,22 @@ def test_a_change_marks_only_the_dataflows_whose_status_it_changes() -> None:
     reader = body("reader", sql="SELECT x FROM up")
     reader["spec"]["sources"] = [reader_source]
     bodies = [body("a"), body("b"), reader]
-    first = operator.cluster_view("ns", "c", bodies)
+    first = operator.view("ns", "c", bodies)
     assert sorted(first.changed_from(None)) == ["a", "b", "reader"]
     assert first.generations == {"a": 1, "b": 1, "reader": 1}
     # A new Dataflow joins: only it is marked, not the cluster.
-    grown = operator.cluster_view("ns", "c", [*bodies, body("new")])
+    grown = operator.view("ns", "c", [*bodies, body("new")])
     assert grown.changed_from(first) == ["new"]
     # An edit marks its own Dataflow; deleting it also marks the reader it leaves
     # without a source.
     edited_bodies = copy.deepcopy([*bodies, body("new")])
     edited_bodies[1]["metadata"]["generation"] = 2
     edited_bodies[1]["spec"]["sql"] = "SELECT x FROM a WHERE x > 1"
-    edited = operator.cluster_view("ns", "c", edited_bodies)
+    edited = operator.view("ns", "c", edited_bodies)
     assert edited.changed_from(grown) == ["b"]
     assert edited.generations["b"] == 2
     deleting = copy.deepcopy(edited_bodies)
     deleting[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    deleted = operator.cluster_view("ns", "c", deleting)
+    deleted = operator.view("ns", "c", deleting)
     assert sorted(deleted.changed_from(edited)) == ["a", "reader"]
     assert not deleted.validity["reader"].ok

@@ -102,7 +102,7 @@ async def dataflows_by_cluster(
     }
     state: OperatorState | None = memo.get("state")
     if state is not None:  # the status writer's starting point after a restart
-        state.seen_status[(namespace, str(metadata.get("name")))] = body.get("status") or {}
+        state.statuses.seen[(namespace, str(metadata.get("name")))] = body.get("status") or {}
     key = json.dumps(entry, sort_keys=True, default=str)
     cached = memo.get("indexed")
     if cached is None or cached[0] != key:
@@ -121,7 +121,7 @@ async def driver_pods(
         return {}  # label selectors are a hint to the server; check them here too
     replica = labels[LABEL_REPLICA]
     state: OperatorState | None = memo.get("state")
-    if state is not None and (runtime := state.replicas.get((namespace, replica))) is not None:
+    if state is not None and (runtime := state.replicas.get(namespace, replica)) is not None:
         runtime.wake.set()
     return {(namespace, replica): observe_pod(body)}
 
@@ -132,7 +132,7 @@ async def replica_event(
 ) -> None:
     """Wake the Replica's daemon when its spec or annotations change (not on status)."""
     state: OperatorState | None = memo.get("state")
-    runtime = state.replicas.get((namespace, name)) if state is not None else None
+    runtime = state.replicas.get(namespace, name) if state is not None else None
     if runtime is None:
         return
     metadata = body.get("metadata") or {}
@@ -188,6 +188,7 @@ async def dataflow_event(
         dataflow_handlers.dataflow_changed(
             state=memo["state"],
             body=body,
+            memo=memo,
             namespace=namespace,
             name=name,
             dataflows=dataflows_by_cluster,

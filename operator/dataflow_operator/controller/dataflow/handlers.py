@@ -31,6 +31,7 @@ def dataflow_changed(
     *,
     state: OperatorState,
     body: kopf.Body,
+    memo: kopf.Memo,
     namespace: str,
     name: str,
     dataflows: kopf.Index[Any, Mapping[str, Any]],
@@ -40,37 +41,37 @@ def dataflow_changed(
 
     Called on every watch event; acts only when the cluster's set of specs or this
     dataflow's validity changed (status writes of our own come back as events too).
+    The validity last announced in an Event is kept in the object's own ``memo``.
     """
     cluster = _cluster(body)
-    key = (namespace, name)
     if deleted:
-        state.announced.pop(key, None)
+        memo.pop("announced", None)
     if cluster is None:
-        if state.announced.get(key) != ("InvalidSpec", ""):
-            state.announced[key] = ("InvalidSpec", "")
+        if memo.get("announced") != ("InvalidSpec", ""):
+            memo["announced"] = ("InvalidSpec", "")
             kopf.warn(body, reason="InvalidSpec", message="spec.cluster: required field is missing")
         return
-    view = state.cluster_view(namespace, cluster, dataflows.get((namespace, cluster), []))
+    view = state.views.view(namespace, cluster, dataflows.get((namespace, cluster), []))
     validity = view.validity.get(name)
     if not deleted and validity is not None:
         announcement = (validity.reason, validity.message)
-        if state.announced.get(key) != announcement:
-            state.announced[key] = announcement
+        if memo.get("announced") != announcement:
+            memo["announced"] = announcement
             if not validity.ok:
                 kopf.warn(body, reason=validity.reason, message=validity.message)
             elif validity.reason == "Valid":
-                replicas = len(state.replicas_of(namespace, cluster))
+                replicas = len(state.replicas.of_cluster(namespace, cluster))
                 kopf.event(
                     body,
                     type="Normal",
                     reason="Accepted",
                     message=f"installing on {replicas} replica(s)",
                 )
-    previous = state.acted_views.get((namespace, cluster))
+    previous = state.views.acted.get((namespace, cluster))
     if previous is None or previous.digest != view.digest:
-        state.acted_views[(namespace, cluster)] = view
+        state.views.acted[(namespace, cluster)] = view
         state.mark_dirty(namespace, cluster, view.changed_from(previous))
-        state.wake_cluster(namespace, cluster)
+        state.replicas.wake_cluster(namespace, cluster)
     elif not deleted and body.get("status") is None:
         state.mark_dirty(namespace, cluster, [name])
 
@@ -125,10 +126,10 @@ def dataflow_deleted(
     if cluster is None:
         return
     # The watch event of the deletion already marked the readers it invalidates.
-    state.wake_cluster(namespace, cluster)
+    state.replicas.wake_cluster(namespace, cluster)
     holders = sorted(
         replica
-        for replica, rt in state.replicas_of(namespace, cluster)
+        for replica, rt in state.replicas.of_cluster(namespace, cluster)
         for link in (rt.serving, rt.successor)
         if link is not None
         and link.ready

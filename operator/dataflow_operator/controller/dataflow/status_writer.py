@@ -56,18 +56,15 @@ async def run_status_writer(state: OperatorState) -> None:
                 _log.warning(
                     "status write failed", namespace=namespace, name=name, error=str(error)
                 )
-                state.dirty.setdefault(key, since)
+                state.statuses.retry(key, since)
             except Exception:  # one bad object must not stop every Dataflow's status
                 _log.exception("status computation failed", namespace=namespace, name=name)
 
     while True:
-        await state.writer_wake.wait()
-        state.writer_wake.clear()
-        batch, state.dirty = state.dirty, {}
+        batch = await state.statuses.take()
         await asyncio.gather(*(one(key, since) for key, since in _first_unwritten(batch, written)))
-        if state.dirty:
+        if state.statuses.pending:  # marked meanwhile, or failed: a moment to coalesce
             await asyncio.sleep(0.2)
-            state.writer_wake.set()
 
 
 def _first_unwritten(
@@ -94,21 +91,21 @@ async def _write(
 ) -> None:
     # The cluster as the Dataflow handlers last acted on it: every Dataflow they mark
     # dirty is in it, and one lookup does not cost the cluster's size.
-    view = state.acted_views.get((namespace, cluster))
+    view = state.views.acted.get((namespace, cluster))
     if view is None or name not in view.validity:
         _log.debug("status skipped: not indexed", namespace=namespace, name=name)
         written.pop((namespace, name), None)
-        state.seen_status.pop((namespace, name), None)
+        state.statuses.seen.pop((namespace, name), None)
         return
     validity = view.validity[name]
-    last_seen = state.seen_status.get((namespace, name), {})
+    last_seen = state.statuses.seen.get((namespace, name), {})
     previous = written.get((namespace, name), last_seen)
     try:
         old = DataflowStatus.model_validate(previous)
     except ValidationError:
         old = DataflowStatus()
     seen = []
-    for replica, rt in state.replicas_of(namespace, cluster):
+    for replica, rt in state.replicas.of_cluster(namespace, cluster):
         report = None
         if rt.report is not None:
             report = next((d for d in rt.report.dataflows if d.name == name), None)

@@ -14,17 +14,13 @@ from dataflow_operator.api.protocol import DesiredDataflows, ReplicaPhase, Repli
 from dataflow_operator.api.replica import AttemptPhase, Replica, ReplicaStatus
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.dataflow.release_meet import release_meet
+from dataflow_operator.controller.dataflow.views import ClusterView
 from dataflow_operator.controller.manifests import control_address
 from dataflow_operator.controller.replica.logic import ControlObservation
 from dataflow_operator.controller.replica.observation import PodObservation, PodPhase
+from dataflow_operator.controller.replica.registry import AttemptLink, ReplicaRuntime
 from dataflow_operator.controller.replica.resources import control_token
-from dataflow_operator.controller.state import (
-    AttemptLink,
-    ClusterView,
-    OperatorState,
-    ReplicaRuntime,
-    now_ms,
-)
+from dataflow_operator.controller.state import OperatorState, now_ms
 from dataflow_operator.logs import get_logger
 
 __all__ = ["forget_control", "observation", "poll_attempts", "promote"]
@@ -203,7 +199,7 @@ async def _send_release(
         return
     replicas = [
         (name, [a.report for a in (other.serving, other.successor) if a is not None] or [None])
-        for name, other in state.replicas_of(namespace, rt.cluster)
+        for name, other in state.replicas.of_cluster(namespace, rt.cluster)
     ]
     meet = release_meet(replicas, cluster.desired)
     wire = meet.frontiers.model_dump_json()

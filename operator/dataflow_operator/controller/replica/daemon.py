@@ -41,12 +41,13 @@ from dataflow_operator.controller.replica.control import (
 )
 from dataflow_operator.controller.replica.logic import Decision, ReplicaView, decide
 from dataflow_operator.controller.replica.observation import PodObservation, observe_pod
+from dataflow_operator.controller.replica.registry import ReplicaRuntime
 from dataflow_operator.controller.replica.resources import (
     act,
     ensure_services,
     observe_state_claim,
 )
-from dataflow_operator.controller.state import OperatorState, ReplicaRuntime, now_ms
+from dataflow_operator.controller.state import OperatorState, now_ms
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import ConditionStatus, set_condition
 from dataflow_operator.logs import get_logger
@@ -78,8 +79,7 @@ async def run_replica(
     dataflows: kopf.Index[Any, Mapping[str, Any]],
 ) -> None:
     """Reconcile one Replica until kopf stops its daemon."""
-    key = (namespace, name)
-    rt = state.replicas.setdefault(key, ReplicaRuntime())
+    rt = state.replicas.open(namespace, name)
     log = get_logger("dataflow_operator.replica").bind(namespace=namespace, name=name)
     try:
         while not stopped:
@@ -100,7 +100,7 @@ async def run_replica(
             state.metrics.reconcile_seconds.labels("Replica").observe(time.perf_counter() - started)
             await _wait(rt, stopped, delay_ms / 1000)
     finally:
-        state.replicas.pop(key, None)
+        state.replicas.close(namespace, name)
         if rt.cluster is not None:
             names = [
                 str(b.get("metadata", {}).get("name"))
@@ -184,7 +184,7 @@ async def _iteration(
         status = ReplicaStatus()
     replica = replica.model_copy(update={"status": status})
     rt.cluster = replica.spec.cluster
-    cluster = state.cluster_view(
+    cluster = state.views.view(
         namespace, replica.spec.cluster, dataflows.get((namespace, replica.spec.cluster), [])
     )
     successor_pod = status.handover.driver_pod if status.handover is not None else None
