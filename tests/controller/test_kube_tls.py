@@ -14,8 +14,6 @@ import yaml
 
 from dataflow_operator.controller.kube import KubeApi
 
-pytestmark = pytest.mark.asyncio
-
 
 def _certificate(directory: Path) -> tuple[bytes, bytes]:
     key, cert = directory / "k.pem", directory / "c.pem"
@@ -50,6 +48,7 @@ def _kubeconfig(path: Path, server: str, **user: str) -> Path:
     return path
 
 
+@pytest.mark.asyncio
 async def test_client_keys_given_as_data_live_in_a_private_directory_until_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +85,7 @@ async def test_client_keys_given_as_data_live_in_a_private_directory_until_close
         await again.close()
 
 
+@pytest.mark.asyncio
 async def test_a_plain_http_server_needs_no_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -99,3 +99,17 @@ async def test_a_plain_http_server_needs_no_keys(
     finally:
         await api.close()
     assert _key_directories() == before
+
+
+def test_the_environment_proxy_is_resolved_once_for_the_api_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataflow_operator.controller.kube import _environment_proxy
+
+    for variable in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    assert _environment_proxy("https://api.example:6443") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert _environment_proxy("https://api.example:6443") == "http://proxy.example:3128"
+    monkeypatch.setenv("NO_PROXY", "api.example")
+    assert _environment_proxy("https://api.example:6443") is None

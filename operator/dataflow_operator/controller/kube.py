@@ -15,8 +15,10 @@ import json
 import os
 import shutil
 import tempfile
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import kopf
 from kubernetes_asyncio import client, config
@@ -91,7 +93,13 @@ class KubeApi:
                     f"no Kubernetes credentials: no service account, no kubeconfig ({error})"
                 ) from error
         configuration.connection_pool_maxsize = CONNECTIONS
-        return cls(client.ApiClient(configuration), key_directory)
+        configuration.proxy = configuration.proxy or _environment_proxy(configuration.host)
+        api = client.ApiClient(configuration)
+        # With trust_env, aiohttp looks up ~/.netrc and the proxy variables in a thread
+        # on every request: a fifth of the operator's CPU at 10,000 Dataflows. The proxy
+        # is resolved once above, and no API server authenticates by netrc.
+        api.rest_client.pool_manager._trust_env = False
+        return cls(api, key_directory)
 
     async def close(self) -> None:
         """Close the HTTP session; remove the client keys the login wrote."""
@@ -178,6 +186,14 @@ class KubeApi:
         if name is None:
             return base
         return f"{base}/{name}/status" if status else f"{base}/{name}"
+
+
+def _environment_proxy(server: str | None) -> str | None:
+    """The proxy that ``HTTPS_PROXY``/``HTTP_PROXY`` (and ``NO_PROXY``) choose for ``server``."""
+    parts = urlsplit(server or "")
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _forget_keys(directory: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "dataflow_status",
     "dependents",
     "desired_dataflows",
+    "desired_entry",
     "recompute_message",
     "spec_digest",
     "status_patch",
@@ -123,21 +124,28 @@ def dependents(specs: Mapping[str, DataflowSpec], changed: Iterable[str]) -> set
     return result
 
 
+def desired_entry(dataflow: Dataflow) -> DesiredDataflow:
+    """One dataflow of the desired set, from a model already validated."""
+    return DesiredDataflow.model_construct(
+        name=dataflow.metadata.name,
+        namespace=dataflow.metadata.namespace,
+        generation=dataflow.metadata.generation,
+        spec=dataflow.spec,
+    )
+
+
 def desired_dataflows(
-    dataflows: Iterable[Dataflow], validity: Mapping[str, Validity]
+    dataflows: Iterable[Dataflow],
+    validity: Mapping[str, Validity],
+    entry: Callable[[Dataflow], DesiredDataflow] = desired_entry,
 ) -> DesiredDataflows:
     """The full desired set of a replica: every valid, not-deleted dataflow, by name.
 
-    Built from models already validated (a cluster's set is rebuilt on each change of
-    any of its specs, so validating each spec again would cost the cluster's size).
+    A cluster's set is rebuilt on each change of any of its specs: ``entry`` may reuse
+    the entries of the Dataflows that did not change.
     """
     desired = [
-        DesiredDataflow.model_construct(
-            name=df.metadata.name,
-            namespace=df.metadata.namespace,
-            generation=df.metadata.generation,
-            spec=df.spec,
-        )
+        entry(df)
         for df in dataflows
         if validity.get(df.metadata.name, Validity(False)).ok
         and not df.metadata.model_extra.get("deletionTimestamp")  # type: ignore[union-attr]

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
 from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
 from dataflow_operator.api.protocol import DesiredDataflows
-from dataflow_operator.controller.dataflow.logic import Validity, desired_dataflows, validate
+from dataflow_operator.controller.dataflow.logic import (
+    Validity,
+    desired_dataflows,
+    desired_entry,
+    validate,
+)
 from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.core.errors import DomainError
 
@@ -27,6 +32,9 @@ __all__ = ["ClusterView", "ClusterViews"]
 
 CACHE_LIMIT = 100_000
 """Entries of each memo before it starts over (a bound, not a tuning knob)."""
+
+T = TypeVar("T")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,28 @@ class ClusterView:
         ]
 
 
+class PerObject(Generic[T, V]):
+    """``compute(obj)`` worked out once per object (by identity, not by equal content).
+
+    Each entry keeps its object alive, so no other object can get its id meanwhile;
+    past :data:`CACHE_LIMIT` entries the memo starts over.
+    """
+
+    def __init__(self, compute: Callable[[T], V]) -> None:
+        self._compute = compute
+        self._known: dict[int, tuple[T, V]] = {}
+
+    def __call__(self, obj: T) -> V:
+        known = self._known.get(id(obj))
+        if known is not None and known[0] is obj:
+            return known[1]
+        if len(self._known) > CACHE_LIMIT:
+            self._known.clear()
+        value = self._compute(obj)
+        self._known[id(obj)] = (obj, value)
+        return value
+
+
 class ClusterViews:
     """The views of every cluster, and the one each cluster was last acted upon with."""
 
@@ -67,7 +97,10 @@ class ClusterViews:
         self._by_content: dict[tuple[str, str], tuple[tuple[str, ...], ClusterView]] = {}
         self._parsed: dict[str, Dataflow | ValidationError] = {}
         self._validity: dict[tuple[Any, ...], tuple[tuple[DataflowSpec, ...], Validity]] = {}
-        self._fingerprints: dict[int, tuple[Mapping[str, Any], str]] = {}
+        self._fingerprint = PerObject(_fingerprint)
+        """A body's (name, generation, deletion, spec), once per body object."""
+        self._entry = PerObject(desired_entry)
+        """A parsed Dataflow's entry in the desired set, once per parsed object."""
 
     def _parse(self, body: Mapping[str, Any]) -> Dataflow | ValidationError:
         key = self._fingerprint(body)
@@ -97,27 +130,6 @@ class ClusterViews:
         self._by_content[(namespace, cluster)] = (key, view)
         return view
 
-    def _fingerprint(self, body: Mapping[str, Any]) -> str:
-        known = self._fingerprints.get(id(body))
-        if known is not None and known[0] is body:
-            return known[1]
-        metadata = body.get("metadata") or {}
-        fingerprint = json.dumps(
-            [
-                metadata.get("name"),
-                metadata.get("generation"),
-                bool(metadata.get("deletionTimestamp")),
-                body.get("spec"),
-            ],
-            sort_keys=True,
-            default=str,
-        )
-        if len(self._fingerprints) > CACHE_LIMIT:
-            self._fingerprints.clear()
-        # The entry keeps the body alive, so no other object can get its id meanwhile.
-        self._fingerprints[id(body)] = (body, fingerprint)
-        return fingerprint
-
     def _build(self, bodies: list[Mapping[str, Any]], digest: str) -> ClusterView:
         dataflows: dict[str, Dataflow] = {}
         invalid: dict[str, Validity] = {}
@@ -139,7 +151,7 @@ class ClusterViews:
         validity = {**self._validate(specs), **invalid}
         for name in dataflows:
             validity.setdefault(name, Validity(False, "Deleting", "the dataflow is being deleted"))
-        desired = desired_dataflows(dataflows.values(), validity)
+        desired = desired_dataflows(dataflows.values(), validity, self._entry)
         return ClusterView(dataflows, invalid, validity, desired, digest, generations)
 
     def _validate(self, specs: Mapping[str, DataflowSpec]) -> dict[str, Validity]:
@@ -165,3 +177,18 @@ class ClusterViews:
                 self._validity[key] = cached
             result[name] = cached[1]
         return result
+
+
+def _fingerprint(body: Mapping[str, Any]) -> str:
+    """What a view depends on in one body: name, generation, deletion and spec."""
+    metadata = body.get("metadata") or {}
+    return json.dumps(
+        [
+            metadata.get("name"),
+            metadata.get("generation"),
+            bool(metadata.get("deletionTimestamp")),
+            body.get("spec"),
+        ],
+        sort_keys=True,
+        default=str,
+    )
