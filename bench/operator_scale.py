@@ -197,6 +197,7 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
             "DATAFLOW_STATUS_POLL_INTERVAL": args.poll_interval,
             "DATAFLOW_LOG_LEVEL": args.operator_log_level,
             "DATAFLOW_REPLICA_IMAGE": "example/dataflow:bench",
+            "DATAFLOW_STATUS_QPS": str(args.status_qps),
         }
         operator = Operator(kubeconfig, tmp / "operator.log", **config)
         await operator.start()
@@ -338,6 +339,7 @@ def main() -> None:
     parser.add_argument("--measure", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--operator-log-level", default="WARNING")
+    parser.add_argument("--status-qps", type=float, default=500.0, help="DATAFLOW_STATUS_QPS")
     parser.add_argument("--kubeconfig", help="a real API server instead of the emulator")
     asyncio.run(run(parser.parse_args()))
     own = resource.getrusage(resource.RUSAGE_SELF)

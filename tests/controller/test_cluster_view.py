@@ -48,15 +48,6 @@ def test_a_status_write_reuses_the_view_and_a_spec_edit_rebuilds_it() -> None:
     assert [d.generation for d in rebuilt.desired.dataflows] == [1]
 
 
-def test_the_status_writer_serves_dataflows_without_status_first() -> None:
-    from dataflow_operator.controller.dataflow.status_writer import _first_unwritten
-
-    batch = {("ns", "c", "old"): 1, ("ns", "c", "new"): 2, ("ns", "c", "older"): 0}
-    written = {("ns", "old"): {}, ("ns", "older"): {}}
-    order = [key[2] for key, _ in _first_unwritten(batch, written)]
-    assert order == ["new", "old", "older"]
-
-
 def test_a_change_marks_only_the_dataflows_whose_status_it_changes() -> None:
     operator = state()
     reader_source = {"name": "up", "dataflow": {"name": "a"}}

@@ -41,6 +41,9 @@ class OperatorState:
         self.statuses = StatusQueue()
         self.metrics.watch_replicas(self.replicas.samples, now_ms)
 
-    def mark_dirty(self, namespace: str, cluster: str, names: Iterable[str]) -> None:
-        """These dataflows' status must be recomputed and written."""
-        self.statuses.mark(namespace, cluster, names, now_ms())
+    def mark_dirty(
+        self, namespace: str, cluster: str, names: Iterable[str], *, progress: bool = False
+    ) -> None:
+        """These dataflows' status must be recomputed and written (``progress``: only
+        their frontiers moved)."""
+        self.statuses.mark(namespace, cluster, names, now_ms(), progress=progress)

@@ -11,7 +11,6 @@ once, and the writes to the API server are rate-limited (``DATAFLOW_STATUS_QPS``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,6 +21,7 @@ from dataflow_operator.controller.dataflow.logic import (
     dataflow_status,
     status_patch,
 )
+from dataflow_operator.controller.dataflow.status_queue import DataflowKey
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.rate_limit import TokenBucket
 from dataflow_operator.controller.state import OperatorState, now_ms
@@ -30,6 +30,8 @@ from dataflow_operator.logs import get_logger
 __all__ = ["run_status_writer"]
 
 CONCURRENCY = 32
+ROUND = 8 * CONCURRENCY
+"""Dataflows taken from the queue at a time (see :meth:`StatusQueue.take`)."""
 _log = get_logger("dataflow_operator.status")
 
 
@@ -39,7 +41,7 @@ async def run_status_writer(state: OperatorState) -> None:
     semaphore = asyncio.Semaphore(CONCURRENCY)
     limiter = TokenBucket(state.config.status_qps)
 
-    async def one(key: tuple[str, str, str], since: int) -> None:
+    async def one(key: DataflowKey, since: int) -> None:
         namespace, cluster, name = key
         async with semaphore:
             try:
@@ -61,22 +63,10 @@ async def run_status_writer(state: OperatorState) -> None:
                 _log.exception("status computation failed", namespace=namespace, name=name)
 
     while True:
-        batch = await state.statuses.take()
-        await asyncio.gather(*(one(key, since) for key, since in _first_unwritten(batch, written)))
-        if state.statuses.pending:  # marked meanwhile, or failed: a moment to coalesce
-            await asyncio.sleep(0.2)
-
-
-def _first_unwritten(
-    batch: Mapping[tuple[str, str, str], int], written: Mapping[tuple[str, str], Any]
-) -> list[tuple[tuple[str, str, str], int]]:
-    """The batch with the Dataflows that have no status from this writer yet first.
-
-    Under load (every frontier moving on thousands of Dataflows) the writer's
-    concurrency is the bottleneck; a new Dataflow's first status (Ready, Hydrated, its
-    replicas) must not wait behind frontier updates of the others.
-    """
-    return sorted(batch.items(), key=lambda item: (item[0][0], item[0][2]) in written)
+        batch = await state.statuses.take(ROUND)
+        await asyncio.gather(*(one(key, since) for key, since in batch))
+        if len(batch) < ROUND and state.statuses.pending:
+            await asyncio.sleep(0.2)  # marked meanwhile, or failed: a moment to coalesce
 
 
 async def _write(

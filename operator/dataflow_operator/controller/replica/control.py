@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dataflow_operator.api.protocol import DesiredDataflows, ReplicaPhase, ReplicaReport
+from dataflow_operator.api.protocol import (
+    DataflowReport,
+    DesiredDataflows,
+    ReplicaPhase,
+    ReplicaReport,
+)
 from dataflow_operator.api.replica import AttemptPhase, Replica, ReplicaStatus
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.dataflow.release_meet import release_meet
@@ -236,5 +241,15 @@ def _mark_report(
     changed = [n for n in set(before) | set(after) if before.get(n) != after.get(n)]
     if old is None or report is None:
         changed = list(set(_names(old)) | set(_names(report)))
-    if changed:
-        state.mark_dirty(namespace, rt.cluster, changed)
+    progress = [n for n in changed if _only_progress(before.get(n), after.get(n))]
+    if progress:
+        state.mark_dirty(namespace, rt.cluster, progress, progress=True)
+    if len(progress) < len(changed):
+        state.mark_dirty(namespace, rt.cluster, set(changed) - set(progress))
+
+
+def _only_progress(before: DataflowReport | None, after: DataflowReport | None) -> bool:
+    """Only the frontier moved: the report says nothing else new about the dataflow."""
+    if before is None or after is None:
+        return False
+    return before.model_copy(update={"frontier": after.frontier}) == after
