@@ -9,6 +9,8 @@ Measures, with the real operator process (``dataflow-operator operator``):
   ``--advance-every`` seconds, and the lag is the time from a frontier change on the
   replica to the Dataflow status showing it (seen through a watch on dataflows). It
   includes the operator's poll interval.
+- **replica entries** (with ``--ready``): how many Dataflows show a replica entry in
+  their status within 60 s of the Replicas' creation, and when the last one does.
 
 Prints p50/p99/max. Against a real API server, pass ``--kubeconfig`` (pods will not be
 made Running and the replicas' control API is not faked; only create → pod is measured).
@@ -211,6 +213,8 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
         pod_seen: dict[str, float] = {}
         lags: list[float] = []
         seen_frontier: dict[str, int] = {}
+        first_entry: dict[str, float] = {}
+        """Dataflow → when its status first showed a replica entry."""
         kubelet_tasks: set[asyncio.Task[Any]] = set()
 
         async def on_pod(event: dict[str, Any]) -> None:
@@ -233,7 +237,9 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
 
         async def on_dataflow(event: dict[str, Any]) -> None:
             obj = event.get("object") or {}
-            name = (obj.get("metadata") or {}).get("name")
+            name = str((obj.get("metadata") or {}).get("name"))
+            if (obj.get("status") or {}).get("replicas") and name not in first_entry:
+                first_entry[name] = time.monotonic()
             for entry in (obj.get("status") or {}).get("replicas") or []:
                 frontier = (entry.get("frontier") or [None])[0]
                 key = f"{name}/{entry.get('replica')}"
@@ -300,6 +306,17 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
             )
             expected = n * args.dataflows_per_replica * args.replicas_per_cluster
             print(f"status entries seen: {len(seen_frontier)} of {expected}", flush=True)
+            total = n * args.dataflows_per_replica
+            until = time.monotonic() + args.timeout
+            while len(first_entry) < total and time.monotonic() < until:
+                await asyncio.sleep(1)
+            within = sum(1 for at in first_entry.values() if at - t1 <= 60)
+            last = max(first_entry.values(), default=t1) - t1
+            print(
+                f"replica entries: {within} of {total} Dataflows within 60s of the Replicas' "
+                f"creation; {len(first_entry)} after {last:.1f}s",
+                flush=True,
+            )
             listed = await api.list(KubeApi.custom(NAMESPACE, "dataflows"))
             with_entries = sum(1 for d in listed if (d.get("status") or {}).get("replicas"))
             installed = sum(len(v) for v in replicas.installed.values())
