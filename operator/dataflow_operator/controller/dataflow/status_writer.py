@@ -5,7 +5,9 @@ this task recomputes each dirty Dataflow's status from its validity and every re
 latest report, and writes a merge patch of what changed — one writer per object, so
 that concurrent replicas never overwrite each other's entries in ``status.replicas``.
 Patches hold only what changed, a Dataflow marked dirty again while it waits is written
-once, and the writes to the API server are rate-limited (``DATAFLOW_STATUS_QPS``).
+once, the marked ones are taken in rounds, changes before progress (see
+:mod:`.status_queue`), and the writes to the API server are rate-limited
+(``DATAFLOW_STATUS_QPS``).
 """
 
 from __future__ import annotations
