@@ -113,3 +113,22 @@ def test_the_environment_proxy_is_resolved_once_for_the_api_server(
     assert _environment_proxy("https://api.example:6443") == "http://proxy.example:3128"
     monkeypatch.setenv("NO_PROXY", "api.example")
     assert _environment_proxy("https://api.example:6443") is None
+
+
+@pytest.mark.asyncio
+async def test_missing_or_broken_credentials_say_which_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kopf
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    with pytest.raises(kopf.PermanentError, match=r"no kubeconfig at .*absent \(set KUBECONFIG\)"):
+        await KubeApi.connect()
+    broken = tmp_path / "broken"
+    broken.write_text("just a string\n")
+    monkeypatch.setenv("KUBECONFIG", str(broken))
+    before = _key_directories()
+    with pytest.raises(kopf.PermanentError, match=r"the kubeconfig .*broken cannot be used"):
+        await KubeApi.connect()
+    assert _key_directories() == before

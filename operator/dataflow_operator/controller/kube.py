@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import urllib.request
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -80,17 +81,23 @@ class KubeApi:
         try:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
+            kubeconfig = os.environ.get("KUBECONFIG") or "~/.kube/config"
+            if not any(Path(p).expanduser().is_file() for p in kubeconfig.split(os.pathsep)):
+                raise kopf.PermanentError(
+                    "no Kubernetes credentials: not in a pod (no service account) and no "
+                    f"kubeconfig at {kubeconfig} (set KUBECONFIG)"
+                ) from None
             key_directory = tempfile.mkdtemp(prefix="dataflow-operator-")
             try:
                 await config.load_kube_config(
-                    config_file=os.environ.get("KUBECONFIG") or None,
+                    config_file=kubeconfig,
                     client_configuration=configuration,
                     temp_file_path=key_directory,
                 )
-            except (config.ConfigException, OSError) as error:
+            except Exception as error:  # the library fails on malformed files in many ways
                 _forget_keys(key_directory)
                 raise kopf.PermanentError(
-                    f"no Kubernetes credentials: no service account, no kubeconfig ({error})"
+                    f"the kubeconfig {kubeconfig} cannot be used: {error}"
                 ) from error
         configuration.connection_pool_maxsize = CONNECTIONS
         configuration.proxy = configuration.proxy or _environment_proxy(configuration.host)
