@@ -1,5 +1,6 @@
-"""The operator's API client logs in from a kubeconfig with client keys given as data,
-and leaves no key file behind once closed."""
+"""The operator's API client: client keys from a kubeconfig live in a private directory
+until close; the environment's proxy is resolved once; missing or broken credentials name
+the kubeconfig."""
 
 from __future__ import annotations
 
