@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.jvm import TEST_SPARK_CONF
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -26,6 +28,10 @@ def spark() -> Iterator[SparkSession]:
     """The test session's Spark session, started once and shared by every test."""
     from dataflow_operator.runtime.session import spark_session
 
-    session = spark_session(master=TEST_MASTER, app_name="dataflow-operator-tests")
+    session = spark_session(
+        master=TEST_MASTER,
+        app_name="dataflow-operator-tests",
+        conf=TEST_SPARK_CONF,
+    )
     yield session
     session.stop()

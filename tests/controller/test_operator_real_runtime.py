@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -35,6 +36,7 @@ from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.core.durations import parse_duration
 from dataflow_operator.runtime.cli.insert import insert_rows
 from tests.controller.harness import Cluster, new_object, running_status, wait_for
+from tests.jvm import TEST_SPARK_CONF
 
 pytestmark = [
     pytest.mark.kmock,
@@ -201,12 +203,12 @@ def _local_env(
 ) -> dict[str, str]:
     """The pod's environment for a replica on this machine: Spark local, loopback only.
 
-    ``DATAFLOW_SPARK_CONF`` goes (it names the driver Service as the driver host); the
-    state and the control token (the Secret the pod mounts) move to local files. The
-    start time and offset stay as the operator injected.
+    ``DATAFLOW_SPARK_CONF`` (it names the driver Service as the driver host) gives way to
+    the tests' JVM options; the state and the control token (the Secret the pod mounts)
+    move to local files. The start time and offset stay as the operator injected.
     """
     env = {**os.environ, **pod_env}
-    env.pop(injection.ENV_SPARK_CONF)
+    env[injection.ENV_SPARK_CONF] = json.dumps(TEST_SPARK_CONF)
     env.pop("KUBECONFIG", None)
     env |= {
         injection.ENV_CONTROL_ADDRESS: f"127.0.0.1:{port}",

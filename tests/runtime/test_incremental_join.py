@@ -191,7 +191,9 @@ def check_joins(
             for name, updates in batch.items():
                 _write(directory / name, f"{number:04d}.json", updates)
                 inputs[name] += updates
-            engine.step(T + number)
+            # One batch a step, as a replica's wall clock runs them (each stateful
+            # frontier trails by a step); the last step completes the output.
+            engine.step(T + number, complete=number == batches - 1)
             # Every time of the input so far that each dataflow's frontier has passed.
             times = sorted({u["time"] for updates in inputs.values() for u in updates})
             report = {d.name: d for d in engine.report().dataflows}

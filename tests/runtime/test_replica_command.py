@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
+from tests.jvm import TEST_SPARK_CONF
 
 from dataflow_operator.api import injection
 from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
@@ -237,7 +238,9 @@ def test_the_entry_point_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
         injection.ENV_CONTROL_ADDRESS: f"127.0.0.1:{port}",
         injection.ENV_STATE_DIR: str(tmp_path / "state"),
         injection.ENV_SPARK_MASTER: "local[1]",
-        injection.ENV_SPARK_CONF: json.dumps({"spark.sql.shuffle.partitions": "2"}),
+        injection.ENV_SPARK_CONF: json.dumps(
+            {"spark.sql.shuffle.partitions": "2", **TEST_SPARK_CONF}
+        ),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "dataflow_operator", "replica"],
@@ -278,6 +281,7 @@ def test_the_control_api_answers_before_spark_is_up(tmp_path: Path) -> None:
         injection.ENV_CONTROL_ADDRESS: f"127.0.0.1:{port}",
         injection.ENV_STATE_DIR: str(tmp_path / "state"),
         injection.ENV_SPARK_MASTER: "local[1]",
+        injection.ENV_SPARK_CONF: json.dumps(TEST_SPARK_CONF),
     }
     began = time.monotonic()
     process = subprocess.Popen(
