@@ -7,7 +7,8 @@
 2. **replica**: ``dataflow-operator replica`` in a subprocess: ``/healthz`` after process
    start (target ≤ 2 s), the first ``PUT /dataflows`` accepted (Spark up), then a one-row
    dataflow installed on the started replica: from its ``PUT`` to ``GET /status`` saying
-   hydrated (target ≤ 2 s).
+   hydrated (target ≤ 2 s). The replica warms Spark up before it accepts a ``PUT``;
+   ``--no-warm-up`` starts it without (the first dataflow then pays for Spark's warm-up).
 3. ``--make-run``: the wall time of ``make run`` (target ≤ 90 s).
 4. ``--profile [BATCHES]``: a one-row dataflow in this process (``local[2]``), one
    engine step a simulated second, stepped as on the wall clock (one Spark batch a
@@ -15,7 +16,7 @@
    engine step's wall time, then the parts' medians, largest first.
 
     .venv/bin/python bench/freshness.py [--inserts 10] [--tick 100ms] [--make-run]
-        [--profile [BATCHES]] [--skip insert|replica]
+        [--profile [BATCHES]] [--skip insert|replica] [--no-warm-up]
 
 The machine is shared (2 cores, other agents): figures vary from run to run.
 """
@@ -185,13 +186,14 @@ def _until(condition: Any, deadline: float, pause: float = 0.02) -> float:
     sys.exit("timed out")
 
 
-def replica(work: Path, tick: str) -> None:
+def replica(work: Path, tick: str, warm_up: bool = True) -> None:
     """Figure 2: /healthz after start, Spark up, a one-row dataflow hydrated after PUT."""
     table = work / "replica-events"
     _insert(table, 0)
     port = _free_port()
     argv = [CLI, "replica", "--control-address", f"127.0.0.1:{port}", "--tick", tick]
     argv += ["--state-dir", str(work / "replica-state"), "--expiration-offset", "0"]
+    argv += [] if warm_up else ["--no-warm-up"]
     empty = {"version": "v1", "dataflows": []}
     began = time.monotonic()
     with _process(argv, work / "replica.log") as process:
@@ -284,6 +286,9 @@ def main() -> None:
     parser.add_argument("--tick", default="100ms", help="the replica's tick (default 100ms)")
     parser.add_argument("--make-run", action="store_true", help="also time make run")
     parser.add_argument(
+        "--no-warm-up", action="store_true", help="start the replica without its warm-up"
+    )
+    parser.add_argument(
         "--profile",
         type=int,
         metavar="BATCHES",
@@ -305,7 +310,7 @@ def main() -> None:
         if "insert" not in args.skip:
             insert_to_output(work, args.inserts, args.tick)
         if "replica" not in args.skip:
-            replica(work, args.tick)
+            replica(work, args.tick, warm_up=not args.no_warm_up)
         if args.profile:
             profile(work, args.profile)
         if args.make_run:

@@ -89,6 +89,8 @@ class ReplicaConfig:
     keep_state: str | None = None
     """A make-before-break successor's predecessor's state (``DATAFLOW_STATE_KEEP``):
     every other attempt's state is removed at start."""
+    warm_up: bool = True
+    """Run a small dataflow of its own before saying ready (:mod:`...engine.warm_up`)."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -169,6 +171,7 @@ class ReplicaConfig:
             tick_ms=tick,
             control_token=token,
             keep_state=env.get(injection.ENV_STATE_KEEP),
+            warm_up=not args.no_warm_up,
         )
 
 
@@ -247,6 +250,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--conf", action="append", metavar="KEY=VALUE", help="Spark setting (repeatable)"
     )
     parser.add_argument("--tick", help="time between batches (default 1s)")
+    parser.add_argument(
+        "--no-warm-up",
+        action="store_true",
+        help="say ready without first running a small dataflow to warm Spark up "
+        "(the first dataflow then hydrates several times slower)",
+    )
 
 
 def start_serving(config: ReplicaConfig) -> tuple[ControlServer, StartingService]:
@@ -280,6 +289,7 @@ def execute(
     from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
     from dataflow_operator.runtime.engine.engine import Engine
     from dataflow_operator.runtime.engine.loop import run_plan
+    from dataflow_operator.runtime.engine.warm_up import warm_up
 
     if config.keep_state is not None:
         removed = prune_attempt_states(Location.of(config.state_dir), config.keep_state)
@@ -298,6 +308,8 @@ def execute(
     server, starting = serving or start_serving(config)
     watching = threading.Event()
     try:
+        if config.warm_up and not stop.is_set():
+            warm_up(spark, engine.config.state, int(wall.time() * 1000))
         starting.attach(engine)
         log.info("replica running", master=config.master)
         if on_serving is not None:
