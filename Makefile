@@ -73,7 +73,7 @@ argocd: $(STAMP)
 
 ## e2e: the kind suite (skips, saying why, where kind or Docker is absent).
 e2e: $(STAMP)
-	$(BIN)/python -m pytest e2e
+	$(BIN)/python -m pytest -n 0 e2e
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache spark-warehouse metastore_db

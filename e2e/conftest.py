@@ -36,11 +36,10 @@ def missing_prerequisite() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip every e2e test with the one reason, when a prerequisite is missing."""
+    """Skip every e2e test with the one reason, when a prerequisite is missing; else
+    run them all on one xdist worker, the one that creates the kind cluster."""
     reason = missing_prerequisite()
-    if reason is None:
-        return
-    marker = pytest.mark.skip(reason=reason)
+    marker = pytest.mark.skip(reason=reason) if reason else pytest.mark.xdist_group("kind")
     for item in items:
         if Path(str(item.fspath)).is_relative_to(ROOT / "e2e"):
             item.add_marker(marker)
