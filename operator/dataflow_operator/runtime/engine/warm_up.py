@@ -3,11 +3,11 @@
 A replica's first streaming query pays once for what every later query reuses: the
 driver JVM compiling Spark's planning and state store paths, RocksDB's native library,
 the Python workers and their imports. On this project's 2-core machine a one-row
-temporal filter hydrated in about 12 s as a replica's first dataflow, in about 4 s as
-its second (``bench/freshness.py``). So before it attaches its engine to the control
+temporal filter hydrated 12–17 s after its PUT as a replica's first dataflow, about 4 s
+as its second (``bench/freshness.py``). So before it attaches its engine to the control
 API, a replica runs one small dataflow of its own, a temporal filter over a one-row
-table (the stateful shape the other incremental strategies are built like), for one
-complete step, then drops it and removes what it wrote.
+table (a ``transformWithStateInPandas`` operator, as every incremental strategy runs),
+for one complete step, then drops it and removes what it wrote.
 
 It runs in ``<state>/warm-up`` (beside ``dataflows/``; a Dataflow's name never reaches
 this folder), because executors in other pods reach the state location and nothing
