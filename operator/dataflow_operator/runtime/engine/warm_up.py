@@ -16,7 +16,6 @@ else. It never stops a start: a failure is a warning, and the replica goes on co
 
 from __future__ import annotations
 
-import json
 import time
 
 from pyspark.sql import SparkSession
@@ -24,6 +23,7 @@ from pyspark.sql import SparkSession
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.time import Timestamp, format_timestamp
 from dataflow_operator.logs import get_logger
+from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.errors import one_line
@@ -55,8 +55,7 @@ def warm_up(spark: SparkSession, state: Location, now: Timestamp) -> float | Non
     try:
         scratch.delete()  # what a replica killed while warming up left
         table = scratch.child("events")
-        row = {"id": 1, "ts": format_timestamp(now)}
-        table.child("row.json").write_text(json.dumps(row) + "\n")
+        insert_rows(table, [{"id": 1, "ts": format_timestamp(now)}])
         engine = Engine(spark, EngineConfig(scratch.child("state"), start_time=now))
         try:
             failed = engine.apply(dataflows_from([(WARM_UP, _spec(table))])).failed
