@@ -1,0 +1,168 @@
+"""A Kafka source's progress: its frontier, its resumption offsets, what to commit upstream.
+
+A Kafka topic is a set of partitions, each a log of records in offset order. A record's
+time is its Kafka timestamp, on the source's timeline. A partition's **position** is the
+next offset to read (everything below it is read); positions are what a source's offsets
+carry, one per partition (``Positions``: partition → position).
+
+The **frontier** (upper) a batch reaches comes from two things:
+
+- the records' times: a partition that still has records waiting (its position is below
+  the high watermark seen when it was fetched) may yet hold any time after the newest it
+  gave, so it holds the frontier at that newest time + 1 (or where it was, if it gave
+  nothing this batch);
+- the partitions' progress: a partition read up to its high watermark holds nothing
+  back on a wall-clock timeline beyond the clock (a record produced later is stamped
+  later), and nothing at all on another timeline (the frontier then follows the newest
+  time read anywhere).
+
+A record whose time is below the frontier when it is read (a late record, e.g. a
+producer's clock behind) is advanced to it, as a changelog file's late updates are. A
+record at or past the dataflow's expiration is never read (:func:`admitted`): its
+partition stops before it, so the frontier never passes the expiration.
+
+Upstream, a consumer group's offsets are the **offset resumption frontier**
+(:func:`partition_resumption`): the positions a restart never reads below. Several
+replicas read one topic each on its own, so what is committed is their meet
+(:func:`positions_meet`), and never less than what was committed before
+(:func:`to_commit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dataflow_operator.core.time import Frontier, Timestamp
+
+__all__ = [
+    "PartitionRead",
+    "Positions",
+    "admitted",
+    "kafka_upper",
+    "partition_resumption",
+    "positions_meet",
+    "sequence_of",
+    "to_commit",
+    "upstream_lag",
+]
+
+Positions = Mapping[int, int]
+"""Partition → the next offset to read (every record below it is read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    """What one batch read of one partition.
+
+    ``end`` is the position after the batch, ``high`` the partition's high watermark
+    (the offset the next record produced will get) when it was fetched, ``newest`` the
+    newest time among the records read (``None``: none was read).
+    """
+
+    partition: int
+    end: int
+    high: int
+    newest: Timestamp | None = None
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether every record the partition had when it was fetched is read."""
+        return self.end >= self.high
+
+
+def kafka_upper(
+    previous: Timestamp,
+    reads: Iterable[PartitionRead],
+    *,
+    now: Timestamp | None = None,
+    expiration: Timestamp | None = None,
+) -> Timestamp:
+    """The frontier after a batch that read ``reads``, from ``previous``.
+
+    ``now`` is the clock's time on a wall-clock timeline (``None`` on another timeline):
+    caught-up partitions allow the frontier up to ``now + 1``, and nothing past it. A
+    partition with records waiting holds it at its newest time read + 1 (``previous`` if
+    it read none). The result never goes below ``previous`` and never past
+    ``expiration``.
+    """
+    reads = list(reads)
+    bounds = [
+        previous if read.newest is None else read.newest + 1 for read in reads if not read.caught_up
+    ]
+    if now is not None:  # on the wall clock, never past it
+        bounds.append(now + 1)
+    if bounds:
+        upper = min(bounds)
+    else:  # every partition caught up, no clock: the newest time read anywhere
+        newest = [read.newest for read in reads if read.newest is not None]
+        upper = max(newest) + 1 if newest else previous
+    upper = max(previous, upper)
+    if expiration is not None:
+        upper = min(upper, max(previous, expiration))
+    return upper
+
+
+def admitted(times: Sequence[Timestamp], expiration: Timestamp | None) -> int:
+    """How many of a partition's records (their times, in offset order) a batch may read:
+    all those before the first at or past ``expiration`` (``None``: all)."""
+    if expiration is None:
+        return len(times)
+    for count, time in enumerate(times):
+        if time >= expiration:
+            return count
+    return len(times)
+
+
+def sequence_of(positions: Positions) -> int:
+    """One number that grows whenever any partition's position does: the sum of the
+    positions. The ingested collection keys its parts by it, as it keys a file source's
+    by the files read."""
+    return sum(positions.values())
+
+
+def partition_resumption(
+    remap: Sequence[tuple[Positions, Timestamp]], frontier: Frontier
+) -> dict[int, int]:
+    """The positions a restart at ``frontier`` never reads below: those of the last remap
+    entry (positions after a batch, and the upper it reached) whose upper is at or below
+    the frontier; empty when none is.
+
+    The remap log is monotone: positions and uppers only grow from one entry to the next.
+    """
+    best: dict[int, int] = {}
+    for positions, upper in remap:
+        if frontier.lower is None or upper <= frontier.lower:
+            for partition, position in positions.items():
+                best[partition] = max(best.get(partition, 0), position)
+    return best
+
+
+def positions_meet(reports: Sequence[Positions | None]) -> dict[int, int] | None:
+    """The positions every reader has reached: per partition, the least; a partition one
+    of them has not read yet is left out. ``None`` when there is no reader or one of them
+    has reported nothing (it may still need everything)."""
+    if not reports or any(report is None for report in reports):
+        return None
+    known = [report for report in reports if report is not None]
+    partitions = set(known[0])
+    for report in known[1:]:
+        partitions &= set(report)
+    return {p: min(report[p] for report in known) for p in sorted(partitions)}
+
+
+def to_commit(meet: Positions, committed: Positions) -> dict[int, int]:
+    """The offsets to commit to the consumer group: the partitions whose meet is past
+    what is committed (a group's offsets never move back; one never committed is
+    absent from ``committed``)."""
+    return {
+        partition: position
+        for partition, position in sorted(meet.items())
+        if position > committed.get(partition, -1)
+    }
+
+
+def upstream_lag(positions: Positions, highs: Positions) -> int:
+    """Records the topic has that are not read yet: per partition its high watermark less
+    its position (a partition never read counts from offset 0), summed."""
+    return sum(max(0, high - positions.get(partition, 0)) for partition, high in highs.items())
