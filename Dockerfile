@@ -8,27 +8,12 @@ COPY operator ./operator
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:${PYTHON_VERSION}-slim-bookworm
-ARG SCALA_VERSION=2.13
-ARG KAFKA_CLIENTS_VERSION=3.9.0
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps curl \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 185 --create-home --home-dir /opt/dataflow spark
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
-# Spark's Kafka connector, so that `kafka` sources work in the image.
-# The connector's version must match the installed pyspark's.
-RUN jars="$(python -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')" \
- && SPARK_VERSION="$(python -c 'import pyspark; print(pyspark.__version__)')" \
- && base=https://repo1.maven.org/maven2 \
- && curl -fsSL -o "$jars/spark-sql-kafka-0-10_${SCALA_VERSION}-${SPARK_VERSION}.jar" \
-      "$base/org/apache/spark/spark-sql-kafka-0-10_${SCALA_VERSION}/${SPARK_VERSION}/spark-sql-kafka-0-10_${SCALA_VERSION}-${SPARK_VERSION}.jar" \
- && curl -fsSL -o "$jars/spark-token-provider-kafka-0-10_${SCALA_VERSION}-${SPARK_VERSION}.jar" \
-      "$base/org/apache/spark/spark-token-provider-kafka-0-10_${SCALA_VERSION}/${SPARK_VERSION}/spark-token-provider-kafka-0-10_${SCALA_VERSION}-${SPARK_VERSION}.jar" \
- && curl -fsSL -o "$jars/kafka-clients-${KAFKA_CLIENTS_VERSION}.jar" \
-      "$base/org/apache/kafka/kafka-clients/${KAFKA_CLIENTS_VERSION}/kafka-clients-${KAFKA_CLIENTS_VERSION}.jar" \
- && curl -fsSL -o "$jars/commons-pool2-2.12.0.jar" \
-      "$base/org/apache/commons/commons-pool2/2.12.0/commons-pool2-2.12.0.jar"
 # Hadoop's s3a connector, so that `stateUri: s3a://…` and s3a sources work in the image:
 # hadoop-aws of exactly the Hadoop version pyspark bundles (its hadoop-client-api jar),
 # and the AWS SDK v2 bundle that this Hadoop release was built against (its POM's

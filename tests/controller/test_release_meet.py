@@ -67,3 +67,46 @@ def test_sources_that_keep_their_files_send_nothing() -> None:
     meet = release_meet([("r1", [_report(500)])], _desired(clean="Off"))
     assert meet.frontiers.sources == []
     assert meet.held_by == {}
+
+
+def _kafka_desired() -> DesiredDataflows:
+    kafka = {"bootstrapServers": "k:9092", "topic": "t", "schema": "a INT"}
+    spec = DataflowSpec.model_validate(
+        {
+            "cluster": "c",
+            "kind": "Index",
+            "sources": [{"name": "k", "kafka": kafka}],
+            "sql": "SELECT a FROM k",
+        }
+    )
+    return DesiredDataflows(dataflows=[DesiredDataflow(name="d", spec=spec)])
+
+
+def _kafka_report(offsets: dict[str, int]) -> ReplicaReport:
+    return ReplicaReport(
+        start_time=0,
+        phase=ReplicaPhase.RUNNING,
+        dataflows=[DataflowReport(name="d", sources=[SourceStatus(name="k", offsets=offsets)])],
+    )
+
+
+def test_a_kafka_source_s_meet_is_per_partition_over_every_replica_and_attempt() -> None:
+    meet = release_meet(
+        [
+            ("r1", [_kafka_report({"0": 9, "1": 4})]),
+            ("r2", [_kafka_report({"0": 5, "1": 7, "2": 1}), _kafka_report({"0": 6, "1": 6})]),
+        ],
+        _kafka_desired(),
+    )
+    assert meet.frontiers.sources == [
+        SourceRelease(dataflow="d", source="k", listed=0, offsets={"0": 5, "1": 4})
+    ]
+    assert meet.held_by == {}
+
+
+def test_a_replica_that_has_committed_no_kafka_batch_holds_the_group_back() -> None:
+    meet = release_meet(
+        [("r1", [_kafka_report({"0": 9})]), ("r2", [_kafka_report({})])], _kafka_desired()
+    )
+    assert meet.frontiers.sources == []
+    assert meet.held_by == {("d", "k"): "r2"}

@@ -119,3 +119,21 @@ def test_sources_render_their_ingestion_and_release() -> None:
     assert samples[("dataflow_source_ingested_bytes", labels)] == 2048
     assert samples[("dataflow_source_released_files", labels)] == 2
     assert samples[("dataflow_source_release_failures", labels)] == 1
+
+
+def test_a_kafka_source_renders_its_lag_and_committed_offsets() -> None:
+    kafka = SourceStatus(name="clicks", committed_offsets={"0": 12, "1": 7}, upstream_lag=5)
+    files = SourceStatus(name="events")
+    report = ReplicaReport(
+        start_time=0,
+        phase=ReplicaPhase.RUNNING,
+        dataflows=[DataflowReport(name="d", sources=[kafka, files])],
+    )
+    samples = _samples(render_metrics(report, 0, {"replica": "r1"}))
+    labels = (("dataflow", "d"), ("replica", "r1"), ("source", "clicks"))
+    assert samples[("dataflow_source_upstream_lag", labels)] == 5
+    for partition, offset in (("0", 12), ("1", 7)):
+        by_partition = tuple(sorted((*labels, ("partition", partition))))
+        assert samples[("dataflow_source_committed_offset", by_partition)] == offset
+    unknown = (("dataflow", "d"), ("replica", "r1"), ("source", "events"))
+    assert ("dataflow_source_upstream_lag", unknown) not in samples  # not known: absent

@@ -189,13 +189,29 @@ class DataflowSource(ApiModel):
 
 
 class KafkaSource(ApiModel):
-    """A Kafka topic, read with Spark's Kafka connector."""
+    """A Kafka topic: each record is an insert at its timestamp (on the source's timeline).
+
+    Its updates are kept in the source's ingested collection like every other kind's, and
+    how far every replica of the cluster has read is committed to the consumer group
+    ``groupId``, so the usual consumer-lag monitoring works.
+    """
 
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port…]")
     topic: str = Field(min_length=1, description="The topic.")
     format: Literal["json", "csv"] = Field(default="json", description="Encoding of values.")
     schema_: SparkSchemaField = Field(
         alias="schema", min_length=1, description="Spark DDL of the values."
+    )
+    group_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=249,
+        description="Consumer group whose offsets are committed at the offset resumption "
+        "frontier (default: dataflow.<cluster>.<dataflow>.<source>). The replicas read "
+        "with their own positions and never join the group.",
+    )
+    max_records_per_batch: int = Field(
+        default=10_000, ge=1, le=10_000_000, description="Records read per batch, at most."
     )
 
 
@@ -363,6 +379,27 @@ class SourceStatus(ApiModel):
     ingested_bytes: int = Field(default=0, ge=0, description="Its bytes on storage.")
     release_failures: int = Field(
         default=0, ge=0, description="Failed releases so far (each is retried)."
+    )
+    offsets: dict[str, int] = Field(
+        default_factory=dict,
+        description="A kafka source's offset resumption frontier: per partition, the next "
+        "offset a restart reads; the operator commits their meet over the cluster.",
+    )
+    committed_offsets: dict[str, int] = Field(
+        default_factory=dict,
+        description="A kafka source's offsets this replica committed to the consumer group, "
+        "per partition.",
+    )
+    last_read_error: str | None = Field(
+        default=None,
+        description="Why the upstream could not be read at the last try (a kafka source: "
+        "the broker out of reach, the topic missing); it is retried every step.",
+    )
+    upstream_lag: int | None = Field(
+        default=None,
+        ge=0,
+        description="Records the upstream has that are not read yet (a kafka source: high "
+        "watermarks less positions); absent where not known.",
     )
     last_release_error: str | None = Field(
         default=None, description="Why the last release failed (it is retried)."

@@ -191,7 +191,8 @@ def _input_released(
     generation: int | None,
     now: Timestamp,
 ) -> list[Condition]:
-    """``InputReleased``, when some source has ``cleanSource`` (else none)."""
+    """``InputReleased``, when some source has ``cleanSource`` or is a kafka source (else
+    none)."""
     ordered = sorted(replicas, key=lambda r: r.name)
     released, held_by = source_meets(name, spec, [(r.name, [r.report]) for r in ordered])
     if not released and not held_by:
@@ -206,7 +207,9 @@ def _input_released(
         status=not held_by,
         reason="HeldBack" if held_by else "Releasing",
         message=held
-        or "files every replica has read are released: " + ", ".join(s.source for s in released),
+        or "input every replica has read is released (files archived or deleted, consumer "
+        "groups committed): "
+        + ", ".join(s.source for s in released),
         now=now,
         observed_generation=generation,
     )

@@ -6,6 +6,10 @@ file in the directory at that wall-clock time is read in a committed batch. The 
 over the cluster's replicas (and their make-before-break successors, which read on
 their own too) is what the operator sends back; a replica without a report for it — down,
 starting, or not running the dataflow — holds the meet back, and is named.
+
+A kafka source reports its offset resumption frontier per partition (``offsets``)
+instead; its meet is per partition (:func:`~dataflow_operator.core.kafka.positions_meet`),
+and the replicas commit the consumer group's offsets there.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataflow_operator.api.protocol import (
     ReplicaReport,
     SourceRelease,
 )
+from dataflow_operator.core.kafka import positions_meet
 
 __all__ = ["ReleaseMeet", "release_meet", "source_meets"]
 
@@ -45,6 +50,16 @@ def source_meets(
     released: list[SourceRelease] = []
     held_by: dict[str, str] = {}
     for source in filter(_releases, spec.sources):
+        if source.kafka is not None:
+            offsets, holder = _offsets_meet(source.name, replicas)
+            if holder is not None:
+                held_by[source.name] = holder
+            elif offsets is not None:
+                found = {str(p): o for p, o in offsets.items()}
+                released.append(
+                    SourceRelease(dataflow=dataflow, source=source.name, listed=0, offsets=found)
+                )
+            continue
         meet: int | None = None
         for name, reports in replicas:
             listed = [_listed(report, source.name) for report in reports] or [None]
@@ -81,7 +96,28 @@ def release_meet(
 
 
 def _releases(source: Source) -> bool:
-    return source.clean_source is not CleanSource.OFF
+    return source.clean_source is not CleanSource.OFF or source.kafka is not None
+
+
+def _offsets_meet(
+    source: str, replicas: Sequence[tuple[str, Sequence[DataflowReport | None]]]
+) -> tuple[dict[int, int] | None, str | None]:
+    """A kafka source's positions read on every replica (and attempt), or the first
+    replica that has reported none."""
+    everyone: list[dict[int, int] | None] = []
+    for name, reports in replicas:
+        found = [_offsets(report, source) for report in reports] or [None]
+        if any(offsets is None for offsets in found):
+            return None, name
+        everyone += found
+    return positions_meet(everyone), None
+
+
+def _offsets(report: DataflowReport | None, source: str) -> dict[int, int] | None:
+    entry = None if report is None else next((s for s in report.sources if s.name == source), None)
+    if entry is None or not entry.offsets:
+        return None
+    return {int(partition): offset for partition, offset in entry.offsets.items()}
 
 
 def _listed(report: DataflowReport | None, source: str) -> int | None:

@@ -34,7 +34,7 @@ from dataflow_operator.runtime.engine.config import EngineConfig, expired_messag
 from dataflow_operator.runtime.engine.drops import Drops
 from dataflow_operator.runtime.engine.install import DataflowStarter, remove_state
 from dataflow_operator.runtime.engine.levels import dependency_order, step_levels, upstream_of
-from dataflow_operator.runtime.engine.release import Installed, Releaser, release_all
+from dataflow_operator.runtime.engine.release import HOLDING, Installed, Releaser, release_all
 from dataflow_operator.runtime.engine.running import BatchOutput, RunningDataflow
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.service import (
@@ -201,6 +201,11 @@ class Engine:
         """Take the cluster's listing frontiers (``PUT /release``): from the next release
         on, files below them are released (see :mod:`.release`)."""
         self.releaser.cluster = {(s.dataflow, s.source): s.listed for s in frontiers.sources}
+        self.releaser.cluster_offsets = {
+            (s.dataflow, s.source): {int(p): o for p, o in s.offsets.items()}
+            for s in frontiers.sources
+            if s.offsets
+        }
 
     def add_batch_listener(self, listener: BatchListener) -> None:
         """Call ``listener(name)`` after each step's batches of dataflow ``name``."""
@@ -295,7 +300,7 @@ class Engine:
         for name, spec, dataflow in running:
             for source in spec.sources:
                 logs = dataflow.settings.layout.source_logs(source.name)
-                if source.changelog is not None and (found := HeldInput.read(logs)) is not None:
+                if source.kind in HOLDING and (found := HeldInput.read(logs)) is not None:
                     held.append((name, source.name, found))
         return held
 

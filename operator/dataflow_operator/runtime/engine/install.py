@@ -10,7 +10,6 @@ streaming DataFrame and starts it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -19,6 +18,7 @@ from dataflow_operator.api.dataflow import DataflowKindField, DataflowSpec, Sour
 from dataflow_operator.api.protocol import DesiredDataflow
 from dataflow_operator.core.errors import InvalidSpec, UnknownSource
 from dataflow_operator.core.time import Frontier
+from dataflow_operator.core.timelines import Timeline
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.expiry import expiration_of
 from dataflow_operator.runtime.engine.layout import DataflowLayout, last_offsets
@@ -30,13 +30,13 @@ from dataflow_operator.runtime.engine.running import (
 )
 from dataflow_operator.runtime.sources.frames import SourceInput
 from dataflow_operator.runtime.sources.ingested import IngestedCollection
+from dataflow_operator.runtime.sources.kafka import default_group_id
 from dataflow_operator.runtime.sources.logs import HELD_FILE, INGESTED_DIR, HeldInput
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.strategies.build import Unsupported, build_dataflow
+from dataflow_operator.runtime.strategies.build import build_dataflow
 
-__all__ = ["KAFKA_PROVIDER", "SOURCE_FILE", "DataflowStarter", "Upstream", "remove_state"]
+__all__ = ["SOURCE_FILE", "DataflowStarter", "Upstream", "remove_state"]
 
-KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 SOURCE_FILE = "source.json"
 """The source's settings its logs were made with (in its log directory)."""
 
@@ -82,7 +82,7 @@ class DataflowStarter:
         # (the expiration's last rule): this run reads it instead of stopping again.
         inputs_upper = self.config.start_time
         for source in spec.sources:
-            if source.changelog is not None:
+            if source.changelog is not None or source.kafka is not None:
                 logs = layout.source_logs(source.name)
                 held = HeldInput.read(logs)
                 if held is not None:
@@ -98,7 +98,7 @@ class DataflowStarter:
             previous_until = None if recorded < 0 else recorded
         marker = {"dropped_marker": layout.root.child(DROPPED_MARKER).uri}  # sources stop on it
         inputs = [
-            self._source_input(layout, index, source, until, upstream)
+            self._source_input(layout, index, source, until, upstream, cluster=spec.cluster)
             for index, source in enumerate(spec.sources)
         ]
         inputs = [SourceInput(i.name, i.data_ddl, {**i.options, **marker}) for i in inputs]
@@ -146,6 +146,8 @@ class DataflowStarter:
         source: Source,
         until: Frontier,
         upstream: Upstream,
+        *,
+        cluster: str,
     ) -> SourceInput:
         expiration = str(-1 if until.lower is None else until.lower)
         logs = layout.source_logs(source.name)
@@ -169,14 +171,18 @@ class DataflowStarter:
             options |= {"kind": "dataflow", "path": running.store.location.uri}
             return SourceInput(source.name, running.built.data_ddl, options)
         if source.kafka is not None:
-            self._require_kafka(where)
+            kafka, name = source.kafka, layout.root.name
+            timeline = source.declared_timeline
             options |= {
                 "kind": "kafka",
-                "bootstrap_servers": source.kafka.bootstrap_servers,
-                "topic": source.kafka.topic,
-                "format": source.kafka.format,
+                "bootstrap_servers": kafka.bootstrap_servers,
+                "topic": kafka.topic,
+                "format": kafka.format,
+                "group_id": kafka.group_id or default_group_id(cluster, name, source.name),
+                "max_records": str(kafka.max_records_per_batch),
+                "wall_clock": str(timeline == Timeline.epoch_milliseconds()).lower(),
             }
-            return SourceInput(source.name, source.kafka.schema_, options)
+            return SourceInput(source.name, kafka.schema_, options)
         settings = source.table or source.files or source.changelog
         assert settings is not None
         path = Location.of(settings.path)
@@ -195,16 +201,6 @@ class DataflowStarter:
                 "diff_column": source.changelog.diff_column,
             }
         return SourceInput(source.name, settings.schema_, options)
-
-    def _require_kafka(self, where: str) -> None:
-        try:
-            jvm: Any = self.spark.sparkContext._jvm
-            jvm.java.lang.Class.forName(KAFKA_PROVIDER)
-        except Exception:
-            raise Unsupported(
-                f"{where}: the Kafka connector (org.apache.spark:spark-sql-kafka-0-10) is not "
-                "on the classpath; add it with spark.jars.packages or use the container image"
-            ) from None
 
 
 def remove_state(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:

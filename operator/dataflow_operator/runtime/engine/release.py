@@ -18,8 +18,11 @@ The dataflows' own output changelogs (runtime-owned: not a MaterializedView's
 the last :data:`KEEP_BATCHES` batches become one consolidated snapshot, never past what
 a downstream dataflow reading the changelog has committed.
 
-A failed release is a warning, a count in the source's report (and its metric) and a
-retry at the next release; it never stops a dataflow.
+A ``kafka`` source has an ingested collection too; it commits its consumer group's
+offsets at its offset resumption frontier instead of releasing files (:mod:`.kafka_commit`).
+
+A failed release or commit is a warning, a count in the source's report (and its metric)
+and a retry at the next release; it never stops a dataflow.
 
 Replicas of a cluster ingest on their own, so one may not release what another still
 needs. Each committed offset says when the listing it reflects was taken (``listed``):
@@ -42,6 +45,7 @@ from dataflow_operator.api.dataflow import (
     SourceKind,
     SourceStatus,
 )
+from dataflow_operator.core.kafka import partition_resumption, upstream_lag
 from dataflow_operator.core.resumption import (
     RemapEntry,
     offset_resumption,
@@ -51,16 +55,21 @@ from dataflow_operator.core.resumption import (
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import ChangelogStore
-from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
+from dataflow_operator.runtime.engine.committed import Committed, committed_offsets
+from dataflow_operator.runtime.engine.kafka_commit import GroupCommitter, write_positions
+from dataflow_operator.runtime.engine.layout import DataflowLayout
+from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.sources.ingested import (
     IngestedCollection,
     IngestedSize,
     IngestedUpper,
 )
+from dataflow_operator.runtime.sources.kafka import READ_ERROR_FILE
 from dataflow_operator.runtime.sources.logs import INGESTED_DIR, read_listing
 from dataflow_operator.runtime.storage import Location
 
 __all__ = [
+    "HOLDING",
     "Committed",
     "Installed",
     "Releaser",
@@ -72,8 +81,10 @@ __all__ = [
 
 log = get_logger(__name__)
 
-INGESTING = (SourceKind.TABLE, SourceKind.FILES, SourceKind.CHANGELOG)
+INGESTING = (SourceKind.TABLE, SourceKind.FILES, SourceKind.CHANGELOG, SourceKind.KAFKA)
 """Kinds with an ingested collection."""
+HOLDING = (SourceKind.CHANGELOG, SourceKind.KAFKA)
+"""Kinds with their own times, which hold input at or past the expiration back."""
 RELEASE_INTERVAL = 1.0
 """Seconds between releases (a step may be a tenth of that)."""
 KEEP_BATCHES = 100
@@ -81,40 +92,6 @@ KEEP_BATCHES = 100
 a subscriber that lags less than that resumes exactly."""
 COMPACT_EVERY = 16
 """Batches an output changelog's compaction waits for (each rewrites the snapshot)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Committed:
-    """A source's offset in the last batch Spark committed."""
-
-    seq: int
-    """Files (or changelog files) read."""
-    upper: int
-    """Every update below this time is read."""
-    listed: int = 0
-    """Every file in the directory at this wall-clock time (epoch ms) is read."""
-
-
-def committed_offsets(checkpoint: Location) -> dict[int, Committed]:
-    """Each source's offset (by index in the spec) in the last committed batch.
-
-    A source read twice by one query has two offsets; their meet is what is committed.
-    """
-    batches = [int(name) for name in checkpoint.child("commits").list() if name.isdigit()]
-    if not batches:
-        return {}
-    _, offsets = offsets_of(checkpoint, max(batches))
-    found: dict[int, Committed] = {}
-    for offset in offsets:
-        if "source" not in offset or "seq" not in offset:
-            continue
-        index, seq, upper = int(offset["source"]), int(offset["seq"]), int(offset["upper"])
-        listed = int(offset.get("listed", 0))
-        if index in found:
-            seq, upper = min(seq, found[index].seq), min(upper, found[index].upper)
-            listed = min(listed, found[index].listed)
-        found[index] = Committed(seq, upper, listed)
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +105,8 @@ class SourceReader:
     logs: Location
     """The source's logs in the dataflow's state (files read, ingested collection)."""
     checkpoint: Location
+    cluster: str = ""
+    """The dataflow's cluster (a kafka source's default consumer group names it)."""
 
     @property
     def directory(self) -> Location | None:
@@ -151,6 +130,10 @@ class _Progress:
     error: str | None = None
     size: IngestedSize | None = None
     sized_at: float = field(default=-1e9)
+    offsets: dict[int, int] = field(default_factory=dict)
+    group: dict[int, int] = field(default_factory=dict)
+    lag: int | None = None
+    read_error: str | None = None
 
 
 class Releaser:
@@ -161,6 +144,9 @@ class Releaser:
         self.cluster: dict[tuple[str, str], int] = {}
         """``(dataflow, source)`` → the cluster's listing frontier, as the operator sent
         it: files listed at or before it are read on every replica of the cluster."""
+        self.cluster_offsets: dict[tuple[str, str], dict[int, int]] = {}
+        """``(dataflow, source)`` → a kafka source's positions read on every replica."""
+        self.groups = GroupCommitter()
         self._progress: dict[str, dict[str, _Progress]] = {}
         """Dataflow → source → what was last seen of it."""
         self._last = -1e9
@@ -187,6 +173,8 @@ class Releaser:
                 # Recorded before anything is released: a dataflow that starts over on
                 # this collection reads the upstream only past it.
                 committed = progress.committed
+                if reader.source.kafka is not None:  # where the upstream resumes, first
+                    write_positions(reader.logs, committed.seq, committed.positions)
                 ingested.write_upper(IngestedUpper(committed.seq, committed.upper))
                 progress.recorded = committed
             frontier, seq = _resumption(progress)
@@ -194,6 +182,9 @@ class Releaser:
                 compacted = ingested.compact(seq, frontier.lower - 1)
                 if compacted or now - progress.sized_at > 10 * RELEASE_INTERVAL or force:
                     progress.size, progress.sized_at = ingested.size(), now
+            if reader.source.kafka is not None:
+                self._commit_group(reader, progress, frontier)
+                continue
             directory = reader.directory
             assert directory is not None
             done: list[str] = []
@@ -208,6 +199,27 @@ class Releaser:
     def _of(self, reader: SourceReader) -> _Progress:
         flows = self._progress.setdefault(reader.dataflow, {})
         return flows.setdefault(reader.source.name, _Progress())
+
+    def _commit_group(self, reader: SourceReader, progress: _Progress, frontier: Frontier) -> None:
+        """Commit a kafka source's consumer group at its offset resumption frontier (on a
+        cluster: its meet with the other replicas'); a failure is counted and retried."""
+        progress.read_error = reader.logs.child(READ_ERROR_FILE).read_text_or_none()
+        recorded, committed = progress.recorded, progress.committed
+        if recorded is None or committed is None:
+            return  # nothing committed yet: all input is still needed
+        durable = [(d.positions, d.upper) for d in (recorded, committed)]
+        progress.offsets = partition_resumption(durable, frontier)
+        progress.lag = upstream_lag(committed.positions, committed.highs)
+        key = (reader.dataflow, reader.source.name)
+        meet = progress.offsets if self.own_cluster else self.cluster_offsets.get(key)
+        try:
+            found = self.groups.commit_source(
+                reader.source, reader.cluster, key, progress.offsets, meet
+            )
+            progress.group, progress.error = found or progress.group, None
+        except Exception as failure:
+            progress.failures, progress.error = progress.failures + 1, one_line(failure)
+            log.warning("consumer group offsets not committed; retrying", error=progress.error)
 
     def _listing_frontier(self, reader: SourceReader, committed: Committed | None) -> int:
         """Files listed at or before this time are read wherever they must be: on this
@@ -277,6 +289,10 @@ class Releaser:
                     ingested_bytes=size.bytes,
                     release_failures=progress.failures,
                     last_release_error=progress.error,
+                    offsets={str(p): o for p, o in progress.offsets.items()},
+                    committed_offsets={str(p): o for p, o in progress.group.items()},
+                    upstream_lag=progress.lag,
+                    last_read_error=progress.read_error,
                 )
             )
         return reports
@@ -338,6 +354,7 @@ def release_all(releaser: Releaser, installed: Sequence[Installed], *, force: bo
             index=index,
             logs=dataflow.layout.source_logs(source.name),
             checkpoint=dataflow.layout.checkpoint,
+            cluster=dataflow.spec.cluster,
         )
         for dataflow in installed
         for index, source in enumerate(dataflow.spec.sources)

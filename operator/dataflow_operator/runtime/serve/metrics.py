@@ -80,7 +80,16 @@ METRICS = {
         "dataflow_source_released_files", "Files of a source archived or deleted upstream."
     ),
     "source_failures": _Metric(
-        "dataflow_source_release_failures", "Failed releases of a source's files (retried)."
+        "dataflow_source_release_failures",
+        "Failed releases of a source's files or commits of its consumer group (retried).",
+    ),
+    "source_lag": _Metric(
+        "dataflow_source_upstream_lag",
+        "Records the upstream has that the source has not read (a kafka source).",
+    ),
+    "source_committed": _Metric(
+        "dataflow_source_committed_offset",
+        "A kafka source's consumer group offset committed by this replica, per partition.",
     ),
     "shutdown": _Metric(
         "dataflow_shutdown_duration_seconds",
@@ -152,6 +161,8 @@ def _source_samples(source: SourceStatus) -> Iterable[tuple[str, float]]:
     yield "source_bytes", float(source.ingested_bytes)
     yield "source_released", float(source.released_files)
     yield "source_failures", float(source.release_failures)
+    if source.upstream_lag is not None:
+        yield "source_lag", float(source.upstream_lag)
 
 
 class _ReportCollector(Collector):
@@ -189,6 +200,12 @@ class _ReportCollector(Collector):
                     if key not in families:
                         families[key] = self._gauge(key, ("dataflow", "source"))
                     families[key].add_metric([*common, flow.name, source.name], value)
+                for partition, offset in sorted(source.committed_offsets.items()):
+                    if "source_committed" not in families:
+                        extra = ("dataflow", "source", "partition")
+                        families["source_committed"] = self._gauge("source_committed", extra)
+                    labels = [*common, flow.name, source.name, partition]
+                    families["source_committed"].add_metric(labels, float(offset))
         for key in METRICS:
             if key in families and families[key].samples:
                 yield families[key]

@@ -1,9 +1,9 @@
 """Each source of a dataflow as a streaming DataFrame: a changelog with a watermark.
 
-Sources are read by :class:`~.reader.ChangelogSource` (format ``dataflow_changelog``),
-Kafka topics by Spark's own Kafka source. Either way the frame has the source's data
-columns, ``__time`` and ``__diff``, and an event-time watermark on the batch time that
-is the source's frontier (the heartbeat row of each batch moves it, then is dropped).
+Every kind of source, Kafka topics included, is read by :class:`~.reader.ChangelogSource`
+(format ``dataflow_changelog``): the frame has the source's data columns, ``__time`` and
+``__diff``, and an event-time watermark on the batch time that is the source's frontier
+(the heartbeat row of each batch moves it, then is dropped).
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from dataclasses import dataclass
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 
-from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.sources.options import (
     BATCH_TIME,
     HEARTBEAT,
@@ -50,37 +48,9 @@ def register_source_format(spark: SparkSession) -> None:
     _registered.add(id(spark))
 
 
-def _kafka_frame(spark: SparkSession, source: SourceInput) -> DataFrame:
-    """A Kafka topic through Spark's own Kafka source: each record is an insert at its
-    timestamp (the record's time is its logical time; the watermark follows it)."""
-    options = source.options
-    records = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", options["bootstrap_servers"])
-        .option("subscribe", options["topic"])
-        .option("startingOffsets", "earliest")
-        .load()
-    )
-    value = F.col("value").cast("string")
-    parsed = (
-        F.from_json(value, source.data_ddl)
-        if options.get("format", "json") == "json"
-        else F.from_csv(value, source.data_ddl)
-    )
-    frame = records.select(parsed.alias("__row"), F.col("timestamp").alias(BATCH_TIME))
-    frame = frame.withWatermark(BATCH_TIME, "0 seconds")
-    return frame.select(
-        "__row.*",
-        F.unix_millis(F.col(BATCH_TIME)).alias(TIME),
-        F.lit(1).cast("bigint").alias(DIFF),
-    )
-
-
 def source_frame(spark: SparkSession, source: SourceInput) -> DataFrame:
     """``source`` as a streaming changelog (data columns, ``__time``, ``__diff``) whose
     event-time watermark is the source's frontier."""
-    if source.options.get("kind") == "kafka":
-        return _kafka_frame(spark, source)
     ddl = f"{source.data_ddl}, {RUNTIME_COLUMNS}" if source.data_ddl else RUNTIME_COLUMNS
     frame = (
         spark.readStream.format(SOURCE_FORMAT)

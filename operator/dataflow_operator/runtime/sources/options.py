@@ -38,9 +38,10 @@ class SourceOptions:
 
     def __init__(self, options: dict[str, str]) -> None:
         self.kind = options["kind"]
-        self.path = Location.of(options["path"])
-        self.format = options.get("format", "json")
         self.log_dir = Location.of(options["log_dir"])
+        self.path = Location.of(options["path"]) if "path" in options else self.log_dir
+        """The directory read (a kafka source has none: its logs)."""
+        self.format = options.get("format", "json")
         self.clock = ClockFile(Location.of(options["clock"])) if options.get("clock") else None
         self.until = int(options.get("until", str(NO_UNTIL)))
         self.expiration = int(options.get("expiration", str(NO_UNTIL)))
@@ -49,6 +50,12 @@ class SourceOptions:
         self.diff_column = options.get("diff_column", "diff")
         self.index = int(options.get("source_index", "0"))
         """The source's position in the spec (its offsets say it)."""
+        self.bootstrap_servers = options.get("bootstrap_servers", "")
+        self.topic = options.get("topic", "")
+        self.group_id = options.get("group_id", "")
+        self.max_records = int(options.get("max_records", "10000"))
+        self.wall_clock = options.get("wall_clock", "true") == "true"
+        """Whether the source's times are wall-clock milliseconds (its timeline)."""
         marker = options.get("dropped_marker")
         self.dropped_marker = Location.of(marker) if marker else None
 

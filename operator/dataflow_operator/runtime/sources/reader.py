@@ -1,7 +1,7 @@
 """Every source of a dataflow as a Spark streaming source: a Python data source.
 
-Each source (``table``, ``files``, ``changelog`` or another dataflow's output) is read by
-:class:`ChangelogSource`, a ``pyspark.sql.datasource`` streaming source whose offsets
+Each source (``table``, ``files``, ``changelog``, ``kafka`` or another dataflow's output)
+is read by :class:`ChangelogSource`, a ``pyspark.sql.datasource`` streaming source whose offsets
 carry the source's **upper** (every update at a time below it has been read), its
 position (files or upstream batches consumed), the ``until`` the dataflow ran with, the
 clock's ``round`` (a new round is a batch with nothing new but the heartbeat) and, for
@@ -19,7 +19,9 @@ write what they emitted to the source's ingested collection (:mod:`.ingested`). 
 restart raises ``until`` (a later expiration), the first batch also *replays* the input
 consumed before — from that collection, never from the upstream, whose files may be
 released by then — so that the updates the previous run dropped at its expiration are
-regenerated (see :mod:`dataflow_operator.runtime.strategies.temporal_filter`). Offsets
+regenerated (see :mod:`dataflow_operator.runtime.strategies.temporal_filter`). A
+``kafka`` source's batch is fetched by the driver and written to that collection before
+its offset is logged (:mod:`.kafka`); its tasks read it from there. Offsets
 also carry the source's index in the spec (``source``), so that the engine finds each
 source's committed offset in the offset log.
 
@@ -42,6 +44,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.sources.ingested import IngestedCollection, updates_table
+from dataflow_operator.runtime.sources.kafka import KafkaIngest
 from dataflow_operator.runtime.sources.logs import (
     FILES_LOG,
     HELD_FILE,
@@ -136,10 +139,12 @@ class ChangelogReader(DataSourceStreamReader):
         self.options = SourceOptions(options)
         runtime = {TIME, DIFF, HEARTBEAT, BATCH_TIME}
         self.fields = [(f.name, f.dataType) for f in schema.fields if f.name not in runtime]
+        kafka = self.options.kind == "kafka"
+        self.kafka = KafkaIngest(self.options, self.fields) if kafka else None
 
     # --- offsets --------------------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
         """Nothing read yet."""
         seq = -1 if self.options.kind == "dataflow" else 0
         return {
@@ -151,15 +156,21 @@ class ChangelogReader(DataSourceStreamReader):
         }
 
     def latestOffset(  # noqa: N802 - Spark's name
-        self, start: dict[str, int] | None = None, limit: Any = None
-    ) -> dict[str, int]:
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
         """How far the source can be read now (and the clock's round: see
         :meth:`~dataflow_operator.runtime.engine.clock.ClockFile.next_round`)."""
         start = start or self.initialOffset()
         return {**self._latest(start), **self._round(start), "source": self.options.index}
 
-    def _latest(self, start: dict[str, int]) -> dict[str, int]:
+    def _latest(self, start: dict[str, Any]) -> dict[str, Any]:
         kind = self.options.kind
+        if self.kafka is not None:  # fetched once per clock time (a step ends)
+            now = self.options.clock.read() if self.options.clock else None
+            if now is None or start.get("fetched") == now:
+                return start
+            wall_now = now if self.options.wall_clock else None
+            return {**self.kafka.latest(start, self._base(start), wall_now), "fetched": now}
         if kind == "dataflow":
             recorded = ChangelogStore(self.options.path).read_upper()
             if recorded is None or recorded.upper <= start["upper"]:
@@ -193,6 +204,11 @@ class ChangelogReader(DataSourceStreamReader):
             "until": self.options.until,
             "listed": listed,
         }
+
+    def stop(self) -> None:
+        """Close the Kafka connection, if any."""
+        if self.kafka is not None:
+            self.kafka.close()
 
     def _base(self, start: dict[str, int]) -> int:
         """Where reading the upstream starts: ``start``'s offset, or, for a new checkpoint
@@ -233,7 +249,7 @@ class ChangelogReader(DataSourceStreamReader):
             return _chunks(items, batch_time)
         ingested = self.options.ingested
         base = self._base(start)
-        own = kind == "changelog"
+        own = kind in ("changelog", "kafka")
         replayed = (
             [_Item(f.uri, None, 0, True) for f in ingested.files(start["seq"])] if replay else []
         )
@@ -242,6 +258,10 @@ class ChangelogReader(DataSourceStreamReader):
             # (rows of a table or files at this batch's time, a changelog's at their own).
             time = None if own else batch_time
             replayed = [_Item(f.uri, time, 0, True) for f in ingested.files(base)]
+        if kind == "kafka":  # the driver wrote the batch's part (.kafka)
+            parts = ingested.store.parts(base, end["seq"])
+            items = [_Item(f.uri, None, start["upper"], True) for at, f in parts if at > base]
+            return _chunks(items, batch_time, None, 0, replayed)
         files = self._read_files_log()[base : end["seq"]]
         new_items = [
             _Item(self._full(name), None if own else batch_time, start["upper"]) for name in files

@@ -1,0 +1,151 @@
+"""A kafka source's consumer group, committed upstream at its offset resumption frontier.
+
+A kafka source is read with its own positions (in Spark's offset log and its ingested
+collection), never through the consumer group; the group's offsets say how far the
+input is no longer needed, so that the usual consumer-lag monitoring sees the replicas'
+progress. After each release step the engine hands :class:`GroupCommitter` the
+positions to commit: the source's offset resumption frontier on this replica, or, on a
+cluster, its meet with what the operator sent (``PUT /release``: the meet over every
+replica). Offsets only move forward (:func:`~dataflow_operator.core.kafka.to_commit`);
+what the group had is asked once, then remembered.
+
+A failed commit raises here; the releaser turns it into a warning, a count in the
+source's report (``releaseFailures``, its metric) and a retry at the next release. It
+never stops a dataflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from dataflow_operator.api.dataflow import Source
+from dataflow_operator.core.kafka import positions_meet, to_commit
+from dataflow_operator.runtime.sources.kafka import POSITIONS_FILE, default_group_id
+from dataflow_operator.runtime.sources.kafka_client import KafkaFailure
+from dataflow_operator.runtime.storage import Location
+
+__all__ = ["ConfluentAdmin", "GroupAdmin", "GroupCommitter", "write_positions"]
+
+TIMEOUT = 10.0
+"""Seconds one admin request may take."""
+
+
+class GroupAdmin(Protocol):
+    """What committing needs of a Kafka admin client."""
+
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        """The group's committed offsets for ``topic`` (partition → offset)."""
+        ...
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Set the group's offsets for ``topic`` (the group has no active member)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+class GroupCommitter:
+    """Commits consumer groups' offsets, one admin client per bootstrap servers."""
+
+    def __init__(self, connect: Callable[[str], GroupAdmin] | None = None) -> None:
+        self.connect = connect or ConfluentAdmin
+        self._admins: dict[str, GroupAdmin] = {}
+        self._known: dict[tuple[str, str, str], dict[int, int]] = {}
+        """(servers, group, topic) → the group's offsets, as last read or committed."""
+
+    def commit(
+        self, servers: str, group: str, topic: str, positions: Mapping[int, int]
+    ) -> dict[int, int]:
+        """Commit ``positions`` where they are past the group's offsets; the group's
+        offsets after. Raises on a failure (nothing is remembered of it)."""
+        admin = self._admins.get(servers)
+        if admin is None:
+            admin = self._admins[servers] = self.connect(servers)
+        key = (servers, group, topic)
+        known = self._known.get(key)
+        if known is None:
+            known = self._known[key] = admin.committed(group, topic)
+        offsets = to_commit(positions, known)
+        if offsets:
+            admin.commit(group, topic, offsets)
+            known = self._known[key] = {**known, **offsets}
+        return dict(known)
+
+    def commit_source(
+        self,
+        source: Source,
+        cluster: str,
+        key: tuple[str, str],
+        own: Mapping[int, int],
+        meet: Mapping[int, int] | None,
+    ) -> dict[int, int]:
+        """Commit kafka ``source`` (of dataflow and source ``key``) at the meet of this
+        replica's positions ``own`` and the cluster's ``meet`` (``None``: not known yet,
+        nothing is committed); the group's offsets after, or ``{}``. A failure raises,
+        naming the group."""
+        kafka = source.kafka
+        assert kafka is not None
+        target = positions_meet([own, meet])
+        if not target:
+            return {}
+        group = kafka.group_id or default_group_id(cluster, *key)
+        try:
+            return self.commit(kafka.bootstrap_servers, group, kafka.topic, target)
+        except Exception as failure:
+            raise KafkaFailure(f"commit to consumer group {group!r}: {failure}") from failure
+
+    def close(self) -> None:
+        """Close every admin client."""
+        for admin in self._admins.values():
+            admin.close()
+        self._admins.clear()
+
+
+def write_positions(logs: Location, seq: int, positions: Mapping[int, int]) -> None:
+    """Record a kafka source's positions at the ingested collection's offset ``seq``
+    (before the collection records ``seq`` as its upper)."""
+    partitions = {str(p): o for p, o in sorted(positions.items())}
+    logs.child(POSITIONS_FILE).write_text(json.dumps({"seq": seq, "partitions": partitions}))
+
+
+class ConfluentAdmin:
+    """:class:`GroupAdmin` on confluent-kafka's admin client."""
+
+    def __init__(self, servers: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.admin = AdminClient({"bootstrap.servers": servers})
+
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        """The group's offsets for the topic (a partition never committed is absent)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        request = [ConsumerGroupTopicPartitions(group)]
+        future = self.admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT)
+        result = future[group].result(timeout=TIMEOUT + 5)
+        return {
+            int(found.partition): int(found.offset)
+            for found in result.topic_partitions or []
+            if found.topic == topic and found.offset >= 0
+        }
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Alter the group's offsets; a partition the broker refused raises, named."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        partitions = [TopicPartition(topic, p, o) for p, o in sorted(offsets.items())]
+        request = [ConsumerGroupTopicPartitions(group, partitions)]
+        future = self.admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT)
+        result = future[group].result(timeout=TIMEOUT + 5)
+        for found in result.topic_partitions or []:
+            if found.error is not None:
+                raise KafkaFailure(
+                    f"group {group!r} topic {topic!r} partition {found.partition}: {found.error}"
+                )
+
+    def close(self) -> None:
+        """Nothing to close: the admin client goes with the process."""

@@ -1,0 +1,148 @@
+"""The Kafka client a kafka source reads with: what it needs (:class:`KafkaReader`), and
+that on confluent-kafka (librdkafka; :class:`ConfluentReader`). Tests give fakes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["ConfluentReader", "KafkaFailure", "KafkaReader", "KafkaRecord", "KafkaUnavailable"]
+
+REQUEST_SECONDS = 2.0
+"""How long a metadata or watermark request may take: a step waits for it, and a broker
+out of reach must not hold every dataflow of the replica for long."""
+
+
+class KafkaFailure(RuntimeError):
+    """Reading the topic cannot go on (one line, naming the topic)."""
+
+
+class KafkaUnavailable(KafkaFailure):
+    """Kafka could not be reached or refused a request: retried at the next step."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaRecord:
+    """One record: where it is, its timestamp (epoch ms) and its value's bytes."""
+
+    partition: int
+    offset: int
+    timestamp: int
+    value: bytes | None
+
+
+class KafkaReader(Protocol):
+    """What the source needs of a Kafka client: one topic's partitions, their
+    watermarks, and records from given positions."""
+
+    def partitions(self) -> list[int]:
+        """The topic's partitions."""
+        ...
+
+    def watermarks(self, partition: int) -> tuple[int, int]:
+        """The partition's low watermark (oldest offset kept) and high watermark (the
+        offset the next record gets)."""
+        ...
+
+    def fetch(
+        self, starts: Mapping[int, int], max_records: int, timeout: float
+    ) -> tuple[list[KafkaRecord], dict[int, int]]:
+        """Records at or after ``starts`` (partition → offset), at most ``max_records``,
+        waiting at most ``timeout`` seconds, in offset order within a partition; and the
+        positions they leave each partition at (past offsets that hold no record: a
+        transaction's markers, a compacted topic's gaps)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
+
+
+class ConfluentReader:
+    """:class:`KafkaReader` on confluent-kafka (librdkafka): positions are assigned, never
+    subscribed, so the replica never joins the consumer group nor commits to it here."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, group_id: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = topic
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "error",
+            }
+        )
+        self._next: dict[int, int] = {}
+
+    def partitions(self) -> list[int]:
+        """The topic's partitions (an error names the topic)."""
+        with self._unavailable():
+            metadata = self.consumer.list_topics(self.topic, timeout=REQUEST_SECONDS)
+        found = metadata.topics.get(self.topic)
+        if found is None or found.error is not None:
+            reason = "not found" if found is None else str(found.error)
+            raise KafkaUnavailable(f"topic {self.topic!r}: {reason}")
+        return sorted(found.partitions)
+
+    @contextmanager
+    def _unavailable(self) -> Iterator[None]:
+        """The client's errors as :class:`KafkaUnavailable`, naming the topic."""
+        from confluent_kafka import KafkaException
+
+        try:
+            yield
+        except KafkaException as error:
+            raise KafkaUnavailable(f"topic {self.topic!r}: {error}") from None
+
+    def watermarks(self, partition: int) -> tuple[int, int]:
+        """Low and high watermark, asked of the broker."""
+        from confluent_kafka import TopicPartition
+
+        with self._unavailable():
+            found = self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, partition), timeout=REQUEST_SECONDS, cached=False
+            )
+        if found is None:
+            raise KafkaUnavailable(f"topic {self.topic!r} partition {partition}: no watermarks")
+        return int(found[0]), int(found[1])
+
+    def fetch(
+        self, starts: Mapping[int, int], max_records: int, timeout: float
+    ) -> tuple[list[KafkaRecord], dict[int, int]]:
+        """Records from ``starts`` and the consumer's positions after them; the consumer
+        is re-assigned only when ``starts`` differ from where the last fetch left off."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if dict(starts) != {p: o for p, o in self._next.items() if p in starts}:
+            assignment = [TopicPartition(self.topic, p, o) for p, o in starts.items()]
+            with self._unavailable():
+                self.consumer.assign(assignment)
+            self._next = dict(starts)
+        records = []
+        with self._unavailable():
+            messages = self.consumer.consume(num_messages=max_records, timeout=timeout)
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaUnavailable(f"topic {self.topic!r}: {error.str()}")
+            partition, offset = int(message.partition() or 0), int(message.offset() or 0)
+            records.append(KafkaRecord(partition, offset, message.timestamp()[1], message.value()))
+            self._next[partition] = offset + 1
+        assigned = [TopicPartition(self.topic, p) for p in starts]
+        with self._unavailable():
+            positions = self.consumer.position(assigned)
+        for found in positions:
+            if found.offset >= 0:  # past transaction markers and compacted gaps too
+                self._next[found.partition] = max(self._next.get(found.partition, 0), found.offset)
+        return records, {p: self._next[p] for p in starts if p in self._next}
+
+    def close(self) -> None:
+        """Close the consumer (it never joined the group: nothing to leave)."""
+        self.consumer.close()

@@ -1,0 +1,252 @@
+"""A kafka source's batches, as the driver fetches them: against an in-memory topic (no
+broker runs on the development machines; the kind e2e suite runs one)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql.types import LongType, StringType
+
+from dataflow_operator.runtime.sources.ingested import IngestedCollection, IngestedUpper
+from dataflow_operator.runtime.sources.kafka import POSITIONS_FILE, READ_ERROR_FILE, KafkaIngest
+from dataflow_operator.runtime.sources.kafka_client import (
+    KafkaFailure,
+    KafkaRecord,
+    KafkaUnavailable,
+)
+from dataflow_operator.runtime.sources.logs import HELD_FILE, HeldInput
+from dataflow_operator.runtime.sources.options import SourceOptions
+from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.values import BadValue
+
+FIELDS = [("url", StringType()), ("n", LongType())]
+
+
+class FakeTopic:
+    """A topic in memory: partitions of (timestamp, value) records from offset ``low``."""
+
+    def __init__(self, partitions: int, low: int = 0) -> None:
+        self.logs: dict[int, list[tuple[int, bytes | None]]] = {p: [] for p in range(partitions)}
+        self.low = low
+        self.fetches = 0
+        self.closed = False
+
+    def produce(self, partition: int, timestamp: int, value: dict[str, Any] | bytes) -> None:
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        self.logs[partition].append((timestamp, raw))
+
+    def partitions(self) -> list[int]:
+        return sorted(self.logs)
+
+    def watermarks(self, partition: int) -> tuple[int, int]:
+        return self.low, self.low + len(self.logs[partition])
+
+    def fetch(
+        self, starts: Mapping[int, int], max_records: int, timeout: float
+    ) -> tuple[list[KafkaRecord], dict[int, int]]:
+        self.fetches += 1
+        found: list[KafkaRecord] = []
+        reached: dict[int, int] = {}
+        for partition, start in sorted(starts.items()):
+            for index in range(start - self.low, len(self.logs[partition])):
+                if len(found) == max_records:
+                    break
+                timestamp, value = self.logs[partition][index]
+                found.append(KafkaRecord(partition, self.low + index, timestamp, value))
+                reached[partition] = self.low + index + 1
+        return found, reached
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _ingest(
+    tmp_path: Path, topic: FakeTopic, *, max_records: int = 100, expiration: int = -1
+) -> KafkaIngest:
+    options = SourceOptions(
+        {
+            "kind": "kafka",
+            "log_dir": str(tmp_path / "logs"),
+            "topic": "clicks",
+            "bootstrap_servers": "unused:9092",
+            "max_records": str(max_records),
+            "expiration": str(expiration),
+            "until": str(expiration),
+        }
+    )
+    return KafkaIngest(options, FIELDS, connect=lambda _: topic)
+
+
+START = {"upper": 0, "seq": 0, "until": -1, "source": 0}
+
+
+def _part_rows(ingest: KafkaIngest, seq: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = ingest.options.ingested.part(seq, 0).read_parquet().to_pylist()
+    return rows
+
+
+def test_a_batch_is_written_to_the_ingested_collection_before_its_offset(tmp_path: Path) -> None:
+    topic = FakeTopic(2)
+    topic.produce(0, 1000, {"url": "/a", "n": 1})
+    topic.produce(0, 1005, {"url": "/b", "n": 2})
+    topic.produce(1, 1003, {"url": "/c"})
+    ingest = _ingest(tmp_path, topic)
+    end = ingest.latest(START, 0, now=2000)
+    assert end["partitions"] == {"0": 2, "1": 1}
+    assert end["highs"] == {"0": 2, "1": 1}
+    assert end["seq"] == 3
+    assert end["upper"] == 2001  # every partition caught up: the clock
+    rows = _part_rows(ingest, 3)
+    assert sorted((r["url"], r["n"], r["__time"], r["__diff"]) for r in rows) == [
+        ("/a", 1, 1000, 1),
+        ("/b", 2, 1005, 1),
+        ("/c", None, 1003, 1),
+    ]
+
+
+def test_off_the_wall_clock_the_frontier_follows_the_records_times(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 7, {"url": "/a"})
+    topic.produce(0, 9, {"url": "/b"})
+    end = _ingest(tmp_path, topic).latest(START, 0, now=None)
+    assert end["upper"] == 10
+
+
+def test_a_partition_with_records_waiting_holds_the_frontier(tmp_path: Path) -> None:
+    topic = FakeTopic(2)
+    for t in (100, 200, 300):
+        topic.produce(0, t, {"url": "/a"})
+    topic.produce(1, 150, {"url": "/b"})
+    ingest = _ingest(tmp_path, topic, max_records=2)
+    first = ingest.latest(START, 0, now=5000)
+    assert first["partitions"] == {"0": 2, "1": 0}  # the limit stopped the batch
+    assert first["upper"] == 0  # partition 1 has records but has not given a time yet
+    second = ingest.latest(first, 0, now=5000)
+    assert second["partitions"] == {"0": 3, "1": 1}
+    assert second["upper"] == 5001  # both caught up: the clock
+    assert {r["__time"] for r in _part_rows(ingest, 4)} == {150, 300}
+
+
+def test_late_records_are_advanced_to_the_frontier(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 900, {"url": "/late"})
+    start = {**START, "upper": 1200, "partitions": {"0": 0}}
+    end = _ingest(tmp_path, topic).latest(start, 0, now=None)
+    assert [r["__time"] for r in _part_rows(_ingest(tmp_path, topic), end["seq"])] == [1200]
+    assert end["upper"] == 1200
+
+
+def test_nothing_new_is_the_same_offset(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 10, {"url": "/a"})
+    ingest = _ingest(tmp_path, topic)
+    end = ingest.latest(START, 0, now=None)
+    assert ingest.latest(end, 0, now=None) is end
+    later = ingest.latest(end, 0, now=500)  # the clock moved: the frontier does
+    assert later["upper"] == 501 and later["seq"] == end["seq"]
+
+
+def test_a_record_at_the_expiration_is_held_back(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 100, {"url": "/in"})
+    topic.produce(0, 2000, {"url": "/past"})
+    topic.produce(0, 150, {"url": "/after"})
+    ingest = _ingest(tmp_path, topic, expiration=1000)
+    end = ingest.latest(START, 0, now=None)
+    assert end["partitions"] == {"0": 1}
+    assert end["upper"] <= 1000
+    held = HeldInput.read(ingest.options.log_dir)
+    assert held == HeldInput(file="clicks/0@1", time=2000, expiration=1000)
+    assert [r["url"] for r in _part_rows(ingest, 1)] == ["/in"]
+    assert ingest.options.log_dir.child(HELD_FILE).exists()
+
+
+def test_offsets_deleted_before_they_were_read_are_one_clear_error(tmp_path: Path) -> None:
+    topic = FakeTopic(1, low=50)
+    topic.produce(0, 10, {"url": "/a"})
+    start = {**START, "partitions": {"0": 20}}
+    with pytest.raises(KafkaFailure, match=r"'clicks' partition 0: offsets 20\.\.49 were deleted"):
+        _ingest(tmp_path, topic).latest(start, 0, now=None)
+
+
+def test_a_new_topic_is_read_from_its_oldest_record(tmp_path: Path) -> None:
+    topic = FakeTopic(1, low=50)
+    topic.produce(0, 10, {"url": "/a"})
+    end = _ingest(tmp_path, topic).latest(START, 0, now=None)
+    assert end["partitions"] == {"0": 51}
+
+
+def test_a_value_that_is_not_json_names_where_it_is(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 10, b"{not json")
+    with pytest.raises(
+        BadValue, match=r"topic 'clicks' partition 0 offset 0: the value is not JSON"
+    ):
+        _ingest(tmp_path, topic).latest(START, 0, now=None)
+    topic.logs[0][0] = (10, b'{"n": "many"}')
+    with pytest.raises(BadValue, match=r"partition 0 offset 0: column n"):
+        _ingest(tmp_path, topic).latest(START, 0, now=None)
+
+
+def test_a_part_left_by_a_batch_never_logged_is_replaced(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 10, {"url": "/a"})
+    ingest = _ingest(tmp_path, topic)
+    orphan = ingest.options.ingested.part(7, 0)
+    ingest.latest(START, 0, now=None)  # wrote part 1
+    orphan.write_text("left by a batch that never ran")
+    topic.produce(0, 20, {"url": "/b"})
+    ingest.latest({**START, "seq": 1, "partitions": {"0": 1}, "upper": 11}, 1, now=None)
+    assert not orphan.exists()
+    assert ingest.options.ingested.part(2, 0).exists()
+
+
+def test_a_new_checkpoint_on_a_kept_collection_resumes_after_it(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    for t in (10, 20, 30):
+        topic.produce(0, t, {"url": f"/{t}"})
+    ingest = _ingest(tmp_path, topic)
+    logs = ingest.options.log_dir
+    IngestedCollection(logs.child("ingested")).write_upper(IngestedUpper(seq=2, upper=21))
+    logs.child(POSITIONS_FILE).write_text(json.dumps({"seq": 2, "partitions": {"0": 2}}))
+    end = ingest.latest(START, 2, now=None)
+    assert end["partitions"] == {"0": 3}
+    assert [r["url"] for r in _part_rows(ingest, 3)] == ["/30"]  # never /10 or /20 again
+    assert end["upper"] == 31
+
+
+def test_close_closes_the_client(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    ingest = _ingest(tmp_path, topic)
+    ingest.latest(START, 0, now=None)
+    ingest.close()
+    assert topic.closed
+
+
+def test_location_of_a_part_is_under_the_source_logs(tmp_path: Path) -> None:
+    ingest = _ingest(tmp_path, FakeTopic(1))
+    assert ingest.options.ingested.location == Location.of(str(tmp_path / "logs" / "ingested"))
+
+
+def test_kafka_out_of_reach_holds_the_source_and_says_why(tmp_path: Path) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 10, {"url": "/a"})
+    down = "topic 'clicks': broker transport failure"
+
+    def unreachable() -> list[int]:
+        raise KafkaUnavailable(down)
+
+    ingest = _ingest(tmp_path, topic)
+    topic.partitions = unreachable  # type: ignore[method-assign]
+    start = {**START, "upper": 5}
+    assert ingest.latest(start, 0, now=900) is start  # nothing read, the frontier held
+    assert ingest.options.log_dir.child(READ_ERROR_FILE).read_text() == down
+    assert topic.closed  # a new connection next time
+    del topic.partitions
+    end = ingest.latest(start, 0, now=900)
+    assert end["partitions"] == {"0": 1}
+    assert not ingest.options.log_dir.child(READ_ERROR_FILE).exists()
