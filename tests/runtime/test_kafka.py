@@ -1,7 +1,8 @@
 """Kafka sources on Spark: read by the project's own data source, so no connector jar is
 needed; a broker out of reach holds the dataflow, it does not fail it. (No broker runs on
-the development machines: reading a topic for real is the kind e2e suite's, see
-``e2e/test_kafka_on_kind.py``.)"""
+the development machines: a topic in files stands for one here, through the client
+module the runtime takes, ``tests/runtime/fake_kafka.py``; reading a topic for real is
+the kind e2e suite's, ``e2e/test_kafka_on_kind.py``.)"""
 
 from __future__ import annotations
 
@@ -10,11 +11,21 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from tests.runtime.runs import T
+from tests.runtime import fake_kafka
+from tests.runtime.runs import (
+    DAY,
+    LAST_30_DAYS_SQL,
+    T,
+    dataflow_manifest,
+    run_replica,
+    write_manifests,
+)
 
 from dataflow_operator.api.dataflow import DataflowSpec
+from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+from dataflow_operator.runtime.sources.kafka_client import CLIENT_ENV
 
 pytestmark = pytest.mark.spark
 
@@ -61,3 +72,44 @@ def test_a_broker_out_of_reach_holds_the_dataflow_and_says_why(
         assert source.committed_offsets == {}
     finally:
         engine.close()
+
+
+def test_a_topic_hydrates_commits_its_group_and_regenerates_the_dropped_retraction(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's example on a kafka source: the retraction the first run dropped at
+    its expiration comes back at the restart from the ingested collection, exactly once,
+    although the record is gone from the topic by then."""
+    monkeypatch.setenv(CLIENT_ENV, "tests.runtime.fake_kafka")
+    servers = tmp_path / "kafka"
+    row = {"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}
+    fake_kafka.produce(servers, "events", 0, T, row)
+    kafka = {"bootstrapServers": str(servers), "topic": "events"}
+    kafka |= {"schema": "content STRING, event_ts TIMESTAMP"}
+    manifest = write_manifests(
+        tmp_path / "df.yaml",
+        [dataflow_manifest("last-30-days", LAST_30_DAYS_SQL, [{"name": "events", "kafka": kafka}])],
+    )
+    common = [str(manifest), "--clock", "simulated", "--tick", "1d"]
+    common += ["--state-dir", str(tmp_path / "state"), "--expiration-offset", "21d"]
+
+    first = run_replica(spark, tmp_path, [*common, "--start-time", str(T)])
+    assert first.code == EXIT_EXPIRED, first.err
+    assert first.lines == [[str(T), "1", "2026-01-01T00:00:00.000Z", "hello"]]
+    flow = first.dataflow("last-30-days")
+    assert flow["hydrated"]
+    (source,) = flow["sources"]
+    assert source["offsets"] == {"0": 1}
+    assert source["upstreamLag"] == 0
+    group = "dataflow.default.last-30-days.events"
+    assert fake_kafka.committed(servers, group) == {"events": {"0": 1}}
+
+    fake_kafka.delete_records(servers, "events", {0: 1})  # retention: gone upstream
+    second = run_replica(
+        spark,
+        tmp_path,
+        [*common, "--start-time", str(T + 21 * DAY), "--until", str(T + 32 * DAY)],
+    )
+    assert second.code == EXIT_OK, second.err
+    retraction = [str(T + 30 * DAY + 1), "-1", "2026-01-01T00:00:00.000Z", "hello"]
+    assert second.lines == [retraction]

@@ -75,7 +75,7 @@ def _commit(checkpoint: Path, batches: list[dict[int, int]]) -> None:
 
 def _releaser(admin: FakeAdmin, *, own_cluster: bool = True) -> Releaser:
     releaser = Releaser(own_cluster=own_cluster)
-    releaser.groups = GroupCommitter(lambda servers: admin)
+    releaser.groups = GroupCommitter(lambda servers: admin, synchronous=True)
     return releaser
 
 
@@ -169,3 +169,22 @@ def test_why_kafka_could_not_be_read_is_in_the_report(tmp_path: Path) -> None:
     reader.logs.child(READ_ERROR_FILE).delete()
     releaser.step([reader], force=True)
     assert releaser.reports("d")[0].last_read_error is None
+
+
+def test_commits_run_in_the_background_and_their_failure_comes_back(tmp_path: Path) -> None:
+    admin = FakeAdmin()
+    committer = GroupCommitter(lambda servers: admin)
+    source, key = _source(), ("d", "clicks")
+    committer.commit_source(source, "c", key, {0: 3}, {0: 3})  # handed over
+    committer.close()  # waits for the commit under way
+    assert admin.groups == {("dataflow.c.d.clicks", "clicks"): {0: 3}}
+    assert committer.commit_source(source, "c", key, {0: 3}, {0: 3}) == {0: 3}
+    admin.fail = "broker unreachable"
+    committer.commit_source(source, "c", key, {0: 5}, {0: 5})
+    committer.close()
+    with pytest.raises(Exception, match=r"consumer group 'dataflow\.c\.d\.clicks'.*unreachable"):
+        committer.commit_source(source, "c", key, {0: 5}, {0: 5})
+    admin.fail = None
+    committer.commit_source(source, "c", key, {0: 5}, {0: 5})  # retried
+    committer.close()
+    assert admin.groups[("dataflow.c.d.clicks", "clicks")] == {0: 5}

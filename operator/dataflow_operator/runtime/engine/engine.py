@@ -344,6 +344,7 @@ class Engine:
             for name in reversed(self._order):
                 self._drop(name)
         self.drops.await_all(timeout)
+        self.releaser.groups.close()  # the last consumer group commits, then the clients
 
     # --- installing -----------------------------------------------------------------
 

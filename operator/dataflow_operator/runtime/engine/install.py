@@ -9,6 +9,7 @@ streaming DataFrame and starts it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 
 from pyspark.sql import SparkSession
@@ -31,6 +32,7 @@ from dataflow_operator.runtime.engine.running import (
 from dataflow_operator.runtime.sources.frames import SourceInput
 from dataflow_operator.runtime.sources.ingested import IngestedCollection
 from dataflow_operator.runtime.sources.kafka import default_group_id
+from dataflow_operator.runtime.sources.kafka_client import CLIENT_ENV
 from dataflow_operator.runtime.sources.logs import HELD_FILE, INGESTED_DIR, HeldInput
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies.build import build_dataflow
@@ -181,6 +183,7 @@ class DataflowStarter:
                 "group_id": kafka.group_id or default_group_id(cluster, name, source.name),
                 "max_records": str(kafka.max_records_per_batch),
                 "wall_clock": str(timeline == Timeline.epoch_milliseconds()).lower(),
+                "kafka_client": os.environ.get(CLIENT_ENV, ""),
             }
             return SourceInput(source.name, kafka.schema_, options)
         settings = source.table or source.files or source.changelog

@@ -9,27 +9,32 @@ cluster, its meet with what the operator sent (``PUT /release``: the meet over e
 replica). Offsets only move forward (:func:`~dataflow_operator.core.kafka.to_commit`);
 what the group had is asked once, then remembered.
 
-A failed commit raises here; the releaser turns it into a warning, a count in the
-source's report (``releaseFailures``, its metric) and a retry at the next release. It
-never stops a dataflow.
+Commits run in the background, one at a time per group, so that a broker out of reach
+never holds the engine's steps: a release hands over the newest positions and takes the
+outcome of the commit before. A failed commit raises then; the releaser turns it into a
+warning, a count in the source's report (``releaseFailures``, its metric) and a retry at
+the next release. It never stops a dataflow.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Protocol
 
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.kafka import positions_meet, to_commit
 from dataflow_operator.runtime.sources.kafka import POSITIONS_FILE, default_group_id
-from dataflow_operator.runtime.sources.kafka_client import KafkaFailure
+from dataflow_operator.runtime.sources.kafka_client import KafkaFailure, client_factory
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["ConfluentAdmin", "GroupAdmin", "GroupCommitter", "write_positions"]
 
 TIMEOUT = 10.0
 """Seconds one admin request may take."""
+CLOSE_SECONDS = 15.0
+"""How long closing waits for the commits under way (the last positions of a run)."""
 
 
 class GroupAdmin(Protocol):
@@ -49,13 +54,18 @@ class GroupAdmin(Protocol):
 
 
 class GroupCommitter:
-    """Commits consumer groups' offsets, one admin client per bootstrap servers."""
+    """Commits consumer groups' offsets, one admin client per bootstrap servers; in the
+    background unless ``synchronous``."""
 
-    def __init__(self, connect: Callable[[str], GroupAdmin] | None = None) -> None:
-        self.connect = connect or ConfluentAdmin
+    def __init__(
+        self, connect: Callable[[str], GroupAdmin] | None = None, *, synchronous: bool = False
+    ) -> None:
+        self.connect = connect or client_factory("admin", ConfluentAdmin)
         self._admins: dict[str, GroupAdmin] = {}
         self._known: dict[tuple[str, str, str], dict[int, int]] = {}
         """(servers, group, topic) → the group's offsets, as last read or committed."""
+        self._pool = None if synchronous else ThreadPoolExecutor(1, "kafka-commit")
+        self._pending: dict[tuple[str, str, str], Future[dict[int, int]]] = {}
 
     def commit(
         self, servers: str, group: str, topic: str, positions: Mapping[int, int]
@@ -90,16 +100,33 @@ class GroupCommitter:
         kafka = source.kafka
         assert kafka is not None
         target = positions_meet([own, meet])
-        if not target:
-            return {}
         group = kafka.group_id or default_group_id(cluster, *key)
-        try:
-            return self.commit(kafka.bootstrap_servers, group, kafka.topic, target)
-        except Exception as failure:
+        at = (kafka.bootstrap_servers, group, kafka.topic)
+        failure: BaseException | None = None
+        pending = self._pending.get(at)
+        if pending is not None:
+            if not pending.done():
+                return dict(self._known.get(at, {}))  # the one before is under way
+            del self._pending[at]
+            failure = pending.exception()
+        if target and failure is None:
+            if self._pool is None:
+                try:
+                    self.commit(*at, target)
+                except Exception as error:
+                    failure = error
+            else:
+                self._pending[at] = self._pool.submit(self.commit, *at, target)
+        if failure is not None:
             raise KafkaFailure(f"commit to consumer group {group!r}: {failure}") from failure
+        return dict(self._known.get(at, {}))
 
     def close(self) -> None:
-        """Close every admin client."""
+        """Wait a while for the commits under way, then close every admin client."""
+        if self._pool is not None:
+            wait(self._pending.values(), timeout=CLOSE_SECONDS)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = ThreadPoolExecutor(1, "kafka-commit")
         for admin in self._admins.values():
             admin.close()
         self._admins.clear()

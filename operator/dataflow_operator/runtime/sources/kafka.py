@@ -58,6 +58,7 @@ from dataflow_operator.runtime.sources.kafka_client import (
     KafkaReader,
     KafkaRecord,
     KafkaUnavailable,
+    client_factory,
 )
 from dataflow_operator.runtime.sources.logs import HELD_FILE, HeldInput
 from dataflow_operator.runtime.sources.options import NO_UNTIL, SourceOptions
@@ -284,5 +285,9 @@ class KafkaIngest:
 
 
 def _confluent(options: SourceOptions) -> KafkaReader:
-    """The reader of a source's topic, on confluent-kafka."""
+    """The reader of a source's topic: on confluent-kafka, or from the module the engine
+    was told of (:data:`~.kafka_client.CLIENT_ENV`, passed on as the option)."""
+    if options.kafka_client:
+        reader: KafkaReader = client_factory("reader", None, options.kafka_client)(options)
+        return reader
     return ConfluentReader(options.bootstrap_servers, options.topic, options.group_id)

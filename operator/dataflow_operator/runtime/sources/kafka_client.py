@@ -3,12 +3,26 @@ that on confluent-kafka (librdkafka; :class:`ConfluentReader`). Tests give fakes
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["ConfluentReader", "KafkaFailure", "KafkaReader", "KafkaRecord", "KafkaUnavailable"]
+__all__ = [
+    "CLIENT_ENV",
+    "ConfluentReader",
+    "KafkaFailure",
+    "KafkaReader",
+    "KafkaRecord",
+    "KafkaUnavailable",
+    "client_factory",
+]
+
+CLIENT_ENV = "DATAFLOW_KAFKA_CLIENT"
+"""A module that makes the Kafka clients instead of confluent-kafka: its ``reader(options)``
+and ``admin(servers)`` (another client library, or a test's topic in files)."""
 
 REQUEST_SECONDS = 2.0
 """How long a metadata or watermark request may take: a step waits for it, and a broker
@@ -146,3 +160,10 @@ class ConfluentReader:
     def close(self) -> None:
         """Close the consumer (it never joined the group: nothing to leave)."""
         self.consumer.close()
+
+
+def client_factory(kind: str, default: Any, module: str | None = None) -> Any:
+    """The factory of ``kind`` (``reader`` or ``admin``) in ``module`` (default: the one
+    :data:`CLIENT_ENV` names), or ``default`` without one."""
+    name = module if module is not None else os.environ.get(CLIENT_ENV, "")
+    return getattr(importlib.import_module(name), kind) if name else default

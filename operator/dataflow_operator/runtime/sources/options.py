@@ -54,6 +54,8 @@ class SourceOptions:
         self.topic = options.get("topic", "")
         self.group_id = options.get("group_id", "")
         self.max_records = int(options.get("max_records", "10000"))
+        self.kafka_client = options.get("kafka_client", "")
+        """A module making the Kafka client (default: confluent-kafka)."""
         self.wall_clock = options.get("wall_clock", "true") == "true"
         """Whether the source's times are wall-clock milliseconds (its timeline)."""
         marker = options.get("dropped_marker")
