@@ -7,6 +7,8 @@ The one place that starts Spark, so the one place that decides:
   the project's Makefile;
 - Spark's logging: :data:`LOG4J2_CONFIG` is passed to the driver JVM before it starts,
   so Spark's start-up banner never prints;
+- the ``SPARK_HOME`` the driver JVM starts with (:mod:`.spark_home`), so that Python
+  workers import the installed pyspark rather than compile ``pyspark.zip``;
 - the driver JVM's stderr: read through :mod:`dataflow_operator.runtime.jvm_output`,
   which drops the lines no option silences (the JVM's incubator-module warning, the
   Python workers' start-up chatter) and forwards the rest.
@@ -26,6 +28,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from dataflow_operator.runtime.jvm_output import forward_stderr
+from dataflow_operator.runtime.spark_home import driver_spark_home
 
 __all__ = ["LOCAL_DEFAULTS", "LOG4J2_CONFIG", "driver_java_options", "spark_session"]
 
@@ -62,6 +65,7 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _LOG4J2_PROPERTY = "-Dlog4j2.configurationFile="
 _PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+_SPARK_HOME = "SPARK_HOME"
 _STDERR = 2  # the descriptor the JVM would have inherited, whatever sys.stderr is now
 
 
@@ -87,10 +91,20 @@ def _start_driver_jvm(settings: Mapping[str, str]) -> None:
     """
     if SparkContext._gateway is not None:
         return
-    gateway = launch_gateway(  # type: ignore[no-untyped-call]
-        SparkConf(loadDefaults=False).setAll(list(settings.items())),
-        popen_kwargs={"stderr": subprocess.PIPE},
-    )
+    given = os.environ.get(_SPARK_HOME)
+    home = driver_spark_home()
+    if home is not None:
+        os.environ[_SPARK_HOME] = home  # launch_gateway passes os.environ to the JVM
+    try:
+        gateway = launch_gateway(  # type: ignore[no-untyped-call]
+            SparkConf(loadDefaults=False).setAll(list(settings.items())),
+            popen_kwargs={"stderr": subprocess.PIPE},
+        )
+    finally:
+        if given is None:
+            os.environ.pop(_SPARK_HOME, None)
+        else:
+            os.environ[_SPARK_HOME] = given
     if gateway.proc is not None:
         threading.Thread(
             target=forward_stderr,
