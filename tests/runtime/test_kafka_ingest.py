@@ -211,12 +211,16 @@ def test_a_new_checkpoint_on_a_kept_collection_resumes_after_it(tmp_path: Path) 
         topic.produce(0, t, {"url": f"/{t}"})
     ingest = _ingest(tmp_path, topic)
     logs = ingest.options.log_dir
-    IngestedCollection(logs.child("ingested")).write_upper(IngestedUpper(seq=2, upper=21))
+    collection = IngestedCollection(logs.child("ingested"))
+    kept = collection.part(2, 0)
+    kept.write_text("the updates read before the spec changed")
+    collection.write_upper(IngestedUpper(seq=2, upper=21))
     logs.child(POSITIONS_FILE).write_text(json.dumps({"seq": 2, "partitions": {"0": 2}}))
     end = ingest.latest(START, 2, now=None)
     assert end["partitions"] == {"0": 3}
     assert [r["url"] for r in _part_rows(ingest, 3)] == ["/30"]  # never /10 or /20 again
     assert end["upper"] == 31
+    assert kept.exists()  # read again by the new checkpoint's first batch
 
 
 def test_close_closes_the_client(tmp_path: Path) -> None:

@@ -184,7 +184,7 @@ class KafkaIngest:
         seq = sequence_of(positions)
         if seq == int(start["seq"]) and now_upper == int(start["upper"]):
             return start
-        self._write_part(int(start["seq"]), seq, rows)
+        self._write_part(max(int(start["seq"]), base), seq, rows)  # the kept collection stays
         return {
             "upper": now_upper,
             "seq": seq,
