@@ -54,6 +54,7 @@ from dataflow_operator.api.protocol import (  # noqa: E402
     DataflowReport,
     DesiredDataflows,
     InstallResult,
+    ReleaseFrontiers,
     ReplicaPhase,
     ReplicaReport,
 )
@@ -70,6 +71,17 @@ def percentiles(values: list[float]) -> str:
     return (
         f"n={len(ordered)} p50={statistics.median(ordered):.3f}s "
         f"p99={p99:.3f}s max={ordered[-1]:.3f}s"
+    )
+
+
+def deciles(times: dict[str, float], origin: float) -> str:
+    """p10 … p100 of ``times`` after ``origin`` (negative: before it)."""
+    if not times:
+        return "n=0"
+    ordered = sorted(at - origin for at in times.values())
+    picks = [ordered[min(len(ordered) - 1, len(ordered) * k // 10)] for k in range(1, 10)]
+    return f"n={len(ordered)} " + " ".join(
+        f"p{k * 10}={v:.1f}s" for k, v in enumerate([*picks, ordered[-1]], start=1)
     )
 
 
@@ -93,6 +105,7 @@ class Replicas:
         app = web.Application()
         app.router.add_get("/r/{name}/status", self._status)
         app.router.add_put("/r/{name}/dataflows", self._put)
+        app.router.add_put("/r/{name}/release", self._release)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -108,6 +121,10 @@ class Replicas:
             dataflows=[DataflowReport(name=n, frontier=[frontier], hydrated=True) for n in names],
         )
         return web.json_response(report.to_wire())
+
+    async def _release(self, request: web.Request) -> web.Response:
+        frontiers = ReleaseFrontiers.model_validate(await request.json())
+        return web.json_response(frontiers.to_wire())  # a replica echoes what it took
 
     async def _put(self, request: web.Request) -> web.Response:
         desired = DesiredDataflows.model_validate(await request.json())
@@ -215,6 +232,8 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
         seen_frontier: dict[str, int] = {}
         first_entry: dict[str, float] = {}
         """Dataflow → when its status first showed a replica entry."""
+        first_status: dict[str, float] = {}
+        """Dataflow → when it first had a status at all (validated, Ready written)."""
         kubelet_tasks: set[asyncio.Task[Any]] = set()
 
         async def on_pod(event: dict[str, Any]) -> None:
@@ -238,6 +257,8 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
         async def on_dataflow(event: dict[str, Any]) -> None:
             obj = event.get("object") or {}
             name = str((obj.get("metadata") or {}).get("name"))
+            if obj.get("status") and name not in first_status:
+                first_status[name] = time.monotonic()
             if (obj.get("status") or {}).get("replicas") and name not in first_entry:
                 first_entry[name] = time.monotonic()
             for entry in (obj.get("status") or {}).get("replicas") or []:
@@ -317,6 +338,8 @@ async def run(args: argparse.Namespace) -> None:  # noqa: PLR0915 - one linear s
                 f"creation; {len(first_entry)} after {last:.1f}s",
                 flush=True,
             )
+            print(f"first status (from the Replicas' creation): {deciles(first_status, t1)}")
+            print(f"first replica entry (from the Replicas' creation): {deciles(first_entry, t1)}")
             listed = await api.list(KubeApi.custom(NAMESPACE, "dataflows"))
             with_entries = sum(1 for d in listed if (d.get("status") or {}).get("replicas"))
             installed = sum(len(v) for v in replicas.installed.values())

@@ -89,7 +89,9 @@ class OperatorConfig(BaseSettings):
         ge=0,
         validation_alias="DATAFLOW_STATUS_QPS",
         description="Dataflow status patches a second, at most, in bursts of one second's "
-        "worth (0: no limit); a Dataflow's pending changes are coalesced meanwhile.",
+        "worth (0: no limit); a Dataflow's pending changes are coalesced meanwhile. Writes "
+        "that only move a frontier are slowed down to a hundredth of it while the operator "
+        "is busy, so that new and changed Dataflows go first.",
     )
     delete_timeout: DurationField = _setting(
         Duration(60_000),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -80,6 +80,17 @@ class Metrics:
             "From a replica report received to the Dataflow status written.",
             registry=self.registry,
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+        )
+        self.loop_lag_seconds = Gauge(
+            "dataflow_operator_event_loop_lag_seconds",
+            "How late the operator's event loop last woke a timer (its load).",
+            registry=self.registry,
+        )
+        self.status_progress_rate = Gauge(
+            "dataflow_operator_status_progress_rate",
+            "Progress-only Dataflow status writes allowed a second: the status writer's "
+            "rate, lowered while the event loop is late.",
+            registry=self.registry,
         )
         self.unserved_seconds = Histogram(
             "dataflow_operator_replica_unserved_seconds",

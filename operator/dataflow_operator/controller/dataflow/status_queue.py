@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from dataflow_operator.core.time import Timestamp
 
-__all__ = ["DataflowKey", "StatusQueue"]
+__all__ = ["DataflowKey", "Marked", "StatusQueue"]
 
 DataflowKey = tuple[str, str, str]
 """(namespace, cluster, dataflow)."""
+
+
+class Marked(NamedTuple):
+    """A Dataflow taken for a status write."""
+
+    key: DataflowKey
+    since: Timestamp
+    """When its status first became stale."""
+    progress: bool
+    """Only its frontiers moved since it was last written."""
 
 
 class StatusQueue:
@@ -64,15 +74,36 @@ class StatusQueue:
         """Something is marked and not taken yet."""
         return bool(self._changed or self._progress)
 
-    async def take(self, limit: int) -> list[tuple[DataflowKey, Timestamp]]:
+    async def take(
+        self, limit: int, *, progress_limit: int | None = None, wait_s: float | None = None
+    ) -> list[Marked]:
         """Up to ``limit`` marked Dataflows, changes before progress, each kind oldest
-        first (waits until something is marked). The rest waits for the next round."""
-        while not self.pending:
-            await self._wake.wait()
+        first, and at most ``progress_limit`` of them progress (``None``: no bound). The
+        rest waits for the next round.
+
+        Waits until something may be taken; with ``wait_s``, at most that long (then
+        returns nothing).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if wait_s is None else loop.time() + wait_s
+        while not (self._changed or (self._progress and progress_limit != 0)):
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return []
             self._wake.clear()
-        taken: list[tuple[DataflowKey, Timestamp]] = []
-        for marks in (self._changed, self._progress):
-            while marks and len(taken) < limit:
-                key = next(iter(marks))  # in marking order
-                taken.append((key, marks.pop(key)))
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining)
+            except TimeoutError:
+                return []
+        taken: list[Marked] = []
+        while self._changed and len(taken) < limit:
+            key = next(iter(self._changed))  # in marking order
+            taken.append(Marked(key, self._changed.pop(key), progress=False))
+        room = limit - len(taken)
+        if progress_limit is not None:
+            room = min(room, progress_limit)
+        while self._progress and room > 0:
+            key = next(iter(self._progress))
+            taken.append(Marked(key, self._progress.pop(key), progress=True))
+            room -= 1
         return taken

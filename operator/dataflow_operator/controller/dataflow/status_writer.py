@@ -6,8 +6,9 @@ latest report, and writes a merge patch of what changed — one writer per objec
 that concurrent replicas never overwrite each other's entries in ``status.replicas``.
 Patches hold only what changed, a Dataflow marked dirty again while it waits is written
 once, the marked ones are taken in rounds, changes before progress (see
-:mod:`.status_queue`), and the writes to the API server are rate-limited
-(``DATAFLOW_STATUS_QPS``).
+:mod:`.status_queue`), the writes to the API server are rate-limited
+(``DATAFLOW_STATUS_QPS``), and progress-only writes are shed first while the operator is
+busy (see :mod:`.progress_budget`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataflow_operator.controller.dataflow.logic import (
     dataflow_status,
     status_patch,
 )
+from dataflow_operator.controller.dataflow.progress_budget import ProgressBudget, watch_loop_lag
 from dataflow_operator.controller.dataflow.status_queue import DataflowKey
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.rate_limit import TokenBucket
@@ -42,6 +44,13 @@ async def run_status_writer(state: OperatorState) -> None:
     written: dict[tuple[str, str], dict[str, Any]] = {}
     semaphore = asyncio.Semaphore(CONCURRENCY)
     limiter = TokenBucket(state.config.status_qps)
+    progress = ProgressBudget(state.config.status_qps, asyncio.get_running_loop().time)
+    metrics = state.metrics
+
+    def on_lag(lag_s: float) -> None:
+        progress.observe_lag(lag_s)
+        metrics.loop_lag_seconds.set(lag_s)
+        metrics.status_progress_rate.set(progress.rate)
 
     async def one(key: DataflowKey, since: int) -> None:
         namespace, cluster, name = key
@@ -64,11 +73,22 @@ async def run_status_writer(state: OperatorState) -> None:
             except Exception:  # one bad object must not stop every Dataflow's status
                 _log.exception("status computation failed", namespace=namespace, name=name)
 
-    while True:
-        batch = await state.statuses.take(ROUND)
-        await asyncio.gather(*(one(key, since) for key, since in batch))
-        if len(batch) < ROUND and state.statuses.pending:
-            await asyncio.sleep(0.2)  # marked meanwhile, or failed: a moment to coalesce
+    lag = asyncio.create_task(watch_loop_lag(on_lag))
+    try:
+        while True:
+            allowance = progress.allowance()
+            batch = await state.statuses.take(
+                ROUND,
+                progress_limit=allowance,
+                # with no progress allowed now, look again when the next one is
+                wait_s=progress.next_token_in() if allowance == 0 else None,
+            )
+            progress.spend(sum(1 for marked in batch if marked.progress))
+            await asyncio.gather(*(one(marked.key, marked.since) for marked in batch))
+            if len(batch) < ROUND and state.statuses.pending:
+                await asyncio.sleep(0.2)  # marked meanwhile, or failed: a moment to coalesce
+    finally:
+        lag.cancel()
 
 
 async def _write(
