@@ -380,15 +380,15 @@ class SourceStatus(ApiModel):
     release_failures: int = Field(
         default=0, ge=0, description="Failed releases so far (each is retried)."
     )
-    offsets: dict[str, int] = Field(
-        default_factory=dict,
+    offsets: dict[str, int] | None = Field(
+        default=None,
         description="A kafka source's offset resumption frontier: per partition, the next "
         "offset a restart reads; the operator commits their meet over the cluster.",
     )
-    committed_offsets: dict[str, int] = Field(
-        default_factory=dict,
-        description="A kafka source's offsets this replica committed to the consumer group, "
-        "per partition.",
+    committed_offsets: dict[str, int] | None = Field(
+        default=None,
+        description="A kafka source's consumer group offsets, per partition, as this "
+        "replica last committed or read them.",
     )
     last_read_error: str | None = Field(
         default=None,

@@ -289,8 +289,8 @@ class Releaser:
                     ingested_bytes=size.bytes,
                     release_failures=progress.failures,
                     last_release_error=progress.error,
-                    offsets={str(p): o for p, o in progress.offsets.items()},
-                    committed_offsets={str(p): o for p, o in progress.group.items()},
+                    offsets={str(p): o for p, o in progress.offsets.items()} or None,
+                    committed_offsets={str(p): o for p, o in progress.group.items()} or None,
                     upstream_lag=progress.lag,
                     last_read_error=progress.read_error,
                 )

@@ -200,7 +200,7 @@ class _ReportCollector(Collector):
                     if key not in families:
                         families[key] = self._gauge(key, ("dataflow", "source"))
                     families[key].add_metric([*common, flow.name, source.name], value)
-                for partition, offset in sorted(source.committed_offsets.items()):
+                for partition, offset in sorted((source.committed_offsets or {}).items()):
                     if "source_committed" not in families:
                         extra = ("dataflow", "source", "partition")
                         families["source_committed"] = self._gauge("source_committed", extra)
