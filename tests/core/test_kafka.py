@@ -12,9 +12,11 @@ from dataflow_operator.core.kafka import (
     partition_resumption,
     positions_meet,
     sequence_of,
+    times_read,
     to_commit,
     upstream_lag,
 )
+from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.time import Frontier
 
 times = st.integers(0, 10**6)
@@ -168,3 +170,24 @@ def test_the_sequence_grows_with_any_position(before: dict[int, int], more: dict
     assert sequence_of(after) >= sequence_of(before)
     if any(more.values()):
         assert sequence_of(after) > sequence_of(before)
+
+
+def _times(sql: str, source: str = "clicks") -> int:
+    return times_read(parse_sql(sql, ["clicks", "users"]).tree, source)
+
+
+def test_times_read_counts_references_and_ctes_per_use() -> None:
+    assert _times("SELECT url FROM clicks") == 1
+    assert _times("SELECT c.url FROM clicks c JOIN users u ON c.uid = u.id") == 1
+    assert _times("SELECT a.url FROM clicks a JOIN Clicks b ON a.url = b.url") == 2
+    assert _times("SELECT url FROM clicks UNION ALL SELECT url FROM clicks") == 2
+    assert _times("WITH x AS (SELECT url FROM clicks) SELECT url FROM x") == 1
+    assert (
+        _times("WITH x AS (SELECT url FROM clicks) SELECT a.url FROM x a JOIN x b ON a.url = b.url")
+        == 2
+    )
+    assert _times("SELECT id FROM users") == 0
+    recursive = (
+        "WITH RECURSIVE r AS (SELECT url FROM clicks UNION ALL SELECT url FROM r) SELECT url FROM r"
+    )
+    assert _times(recursive) == 1

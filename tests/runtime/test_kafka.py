@@ -139,3 +139,26 @@ def test_a_changed_dataflow_reads_its_kept_collection_then_kafka_after_it(
     fake_kafka.produce(servers, "clicks", 0, T + 3 * DAY, {"url": "/b"})
     changed = run("SELECT upper(url) AS u FROM clicks", T + 2 * DAY, T + 5 * DAY)
     assert changed == [[str(T), "1", "/A"], [str(T + 3 * DAY), "1", "/B"]]
+
+
+def test_a_kafka_source_read_twice_by_one_dataflow_is_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    kafka = {"bootstrapServers": "k:9092", "topic": "clicks", "schema": "url STRING"}
+    spec = DataflowSpec.model_validate(
+        {
+            "cluster": "c",
+            "kind": "Subscribe",
+            "sources": [{"name": "clicks", "kafka": kafka}],
+            "sql": "SELECT a.url FROM clicks a JOIN clicks b ON a.url = b.url",
+        }
+    )
+    engine = Engine(spark, EngineConfig(tmp_path / "state", T))
+    try:
+        result = engine.apply(dataflows_from([("pairs", spec)]))
+        assert result.failed["pairs"] == (
+            'source "clicks": a kafka source may be read once by a dataflow, this SQL reads '
+            "it 2 times; read it in a dataflow of its own and use that dataflow as the source"
+        )
+    finally:
+        engine.close()

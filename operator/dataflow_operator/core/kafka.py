@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from dataflow_operator.core.time import Frontier, Timestamp
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "partition_resumption",
     "positions_meet",
     "sequence_of",
+    "times_read",
     "to_commit",
     "upstream_lag",
 ]
@@ -166,3 +169,29 @@ def upstream_lag(positions: Positions, highs: Positions) -> int:
     """Records the topic has that are not read yet: per partition its high watermark less
     its position (a partition never read counts from offset 0), summed."""
     return sum(max(0, high - positions.get(partition, 0)) for partition, high in highs.items())
+
+
+def times_read(tree: exp.Query, source: str) -> int:
+    """How many times a query reads relation ``source``: each reference, one inside a CTE
+    once per use of the CTE (a recursive CTE's reference to itself is no use).
+
+    A kafka source is fetched by one reader per reference, each writing the source's one
+    ingested collection: a dataflow may read it once (a second reader may then read it
+    through the first dataflow's output).
+    """
+
+    def uses(relation: str, inside: frozenset[str]) -> int:
+        count = 0
+        for table in tree.find_all(exp.Table):
+            if table.name.lower() != relation or isinstance(table.parent, exp.CTE):
+                continue
+            cte = table.find_ancestor(exp.CTE)
+            if cte is None:
+                count += 1
+            elif (name := cte.alias_or_name.lower()) in inside:
+                continue  # a recursive CTE's reference to itself: its anchor reads once
+            else:
+                count += uses(name, inside | {name})
+        return count
+
+    return uses(source.lower(), frozenset())
