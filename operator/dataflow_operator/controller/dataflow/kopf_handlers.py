@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,13 +45,12 @@ async def dataflows_by_cluster(
     state: OperatorState | None = memo.get("state")
     if state is not None:  # the status writer's starting point after a restart
         state.statuses.seen[(namespace, str(metadata.get("name")))] = body.get("status") or {}
-    key = json.dumps(entry, sort_keys=True, default=str)
     cached = memo.get("indexed")
-    if cached is None or cached[0] != key:
-        cached = (key, copy.deepcopy(entry))
+    if cached is None or cached != entry:
+        cached = copy.deepcopy(entry)
         memo["indexed"] = cached
     cluster = (body.get("spec") or {}).get("cluster")
-    return {(namespace, cluster): cached[1]}
+    return {(namespace, cluster): cached}
 
 
 @kopf.on.event(*DATAFLOWS)

@@ -14,11 +14,13 @@ busy (see :mod:`.progress_budget`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from dataflow_operator.api.dataflow import DataflowStatus
+from dataflow_operator.api.protocol import DataflowReport, ReplicaReport
 from dataflow_operator.controller.dataflow.logic import (
     ReplicaSeen,
     dataflow_status,
@@ -26,6 +28,7 @@ from dataflow_operator.controller.dataflow.logic import (
 )
 from dataflow_operator.controller.dataflow.progress_budget import ProgressBudget, watch_loop_lag
 from dataflow_operator.controller.dataflow.status_queue import DataflowKey
+from dataflow_operator.controller.dataflow.views import PerObject
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.rate_limit import TokenBucket
 from dataflow_operator.controller.state import OperatorState, now_ms
@@ -37,11 +40,14 @@ CONCURRENCY = 32
 ROUND = 8 * CONCURRENCY
 """Dataflows taken from the queue at a time (see :meth:`StatusQueue.take`)."""
 _log = get_logger("dataflow_operator.status")
+Written = tuple[Mapping[str, Any], DataflowStatus]
+"""A Dataflow's status as last written: on the wire, and parsed."""
 
 
 async def run_status_writer(state: OperatorState) -> None:
     """Write dirty Dataflows' status until cancelled."""
-    written: dict[tuple[str, str], dict[str, Any]] = {}
+    written: dict[tuple[str, str], Written] = {}
+    by_name: PerObject[ReplicaReport, dict[str, DataflowReport]] = PerObject(_by_name)
     semaphore = asyncio.Semaphore(CONCURRENCY)
     limiter = TokenBucket(state.config.status_qps)
     progress = ProgressBudget(state.config.status_qps, asyncio.get_running_loop().time)
@@ -64,6 +70,7 @@ async def run_status_writer(state: OperatorState) -> None:
                     name=name,
                     since=since,
                     limiter=limiter,
+                    by_name=by_name,
                 )
             except (ApiError, OSError, TimeoutError) as error:
                 _log.warning(
@@ -94,12 +101,13 @@ async def run_status_writer(state: OperatorState) -> None:
 async def _write(
     *,
     state: OperatorState,
-    written: dict[tuple[str, str], dict[str, Any]],
+    written: dict[tuple[str, str], Written],
     namespace: str,
     cluster: str,
     name: str,
     since: int,
     limiter: TokenBucket,
+    by_name: PerObject[ReplicaReport, dict[str, DataflowReport]],
 ) -> None:
     # The cluster as the Dataflow handlers last acted on it: every Dataflow they mark
     # dirty is in it, and one lookup does not cost the cluster's size.
@@ -110,18 +118,21 @@ async def _write(
         state.statuses.seen.pop((namespace, name), None)
         return
     validity = view.validity[name]
-    last_seen = state.statuses.seen.get((namespace, name), {})
-    previous = written.get((namespace, name), last_seen)
-    try:
-        old = DataflowStatus.model_validate(previous)
-    except ValidationError:
-        old = DataflowStatus()
-    seen = []
-    for replica, rt in state.replicas.of_cluster(namespace, cluster):
-        report = None
-        if rt.report is not None:
-            report = next((d for d in rt.report.dataflows if d.name == name), None)
-        seen.append(ReplicaSeen(replica, rt.ready, report))
+    known = written.get((namespace, name))
+    if known is not None:
+        previous, old = known
+    else:  # the first write since the operator started: from the status on the watch
+        previous = state.statuses.seen.get((namespace, name), {})
+        try:
+            old = DataflowStatus.model_validate(previous)
+        except ValidationError:
+            old = DataflowStatus()
+    seen = [
+        ReplicaSeen(
+            replica, rt.ready, by_name(rt.report).get(name) if rt.report is not None else None
+        )
+        for replica, rt in state.replicas.of_cluster(namespace, cluster)
+    ]
     generation = view.generations.get(name)
     parsed = view.dataflows.get(name)
     spec = parsed.spec if parsed is not None else None
@@ -135,4 +146,8 @@ async def _write(
         )
         state.metrics.status_lag_seconds.observe(max(0, now_ms() - since) / 1000)
         _log.debug("status written", namespace=namespace, name=name, keys=sorted(patch))
-    written[(namespace, name)] = new
+    written[(namespace, name)] = (new, status)
+
+
+def _by_name(report: ReplicaReport) -> dict[str, DataflowReport]:
+    return {d.name: d for d in report.dataflows}
