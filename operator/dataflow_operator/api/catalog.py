@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.errors import DomainError, InvalidSpec, UnknownSource
 from dataflow_operator.core.incremental import check_query
+from dataflow_operator.core.kafka import check_read_once
 from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.core.timelines import Timeline, dataflow_timeline
 
@@ -102,6 +103,11 @@ class Catalog:
         spec = self.spec(name)
         try:
             check_query(spec.sql, [source.name for source in spec.sources])
+        except DomainError as error:
+            problems.append(SpecProblem(name, error.field or "spec.sql", error))
+        try:
+            kafka = [source.name for source in spec.sources if source.kafka is not None]
+            check_read_once(spec.sql, [source.name for source in spec.sources], kafka)
         except DomainError as error:
             problems.append(SpecProblem(name, error.field or "spec.sql", error))
         try:

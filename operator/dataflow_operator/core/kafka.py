@@ -35,12 +35,15 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dataflow_operator.core.errors import InvalidSpec
+from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.time import Frontier, Timestamp
 
 __all__ = [
     "PartitionRead",
     "Positions",
     "admitted",
+    "check_read_once",
     "kafka_upper",
     "partition_resumption",
     "positions_meet",
@@ -195,3 +198,23 @@ def times_read(tree: exp.Query, source: str) -> int:
         return count
 
     return uses(source.lower(), frozenset())
+
+
+def check_read_once(sql: str, sources: Sequence[str], kafka: Sequence[str]) -> None:
+    """Raise :class:`~dataflow_operator.core.errors.InvalidSpec` (field ``spec.sql``) when
+    the query over ``sources`` reads one of the ``kafka`` sources more than once; a query
+    that does not parse is left to the SQL checks."""
+    if not kafka:
+        return
+    try:
+        tree = parse_sql(sql, sources).tree
+    except InvalidSpec:
+        return
+    for name in kafka:
+        if (count := times_read(tree, name)) > 1:
+            raise InvalidSpec(
+                f'source "{name}": a kafka source may be read once by a dataflow, this SQL '
+                f"reads it {count} times; read it in a dataflow of its own and use that "
+                "dataflow as the source",
+                field="spec.sql",
+            )

@@ -18,8 +18,6 @@ from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import DataflowKindField, DataflowSpec, Source
 from dataflow_operator.api.protocol import DesiredDataflow
 from dataflow_operator.core.errors import InvalidSpec, UnknownSource
-from dataflow_operator.core.kafka import times_read
-from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.core.timelines import Timeline
 from dataflow_operator.runtime.engine.config import EngineConfig
@@ -80,7 +78,6 @@ class DataflowStarter:
         name, spec = desired.name, desired.spec
         for problem in catalog.problems(name):
             raise problem.error
-        _read_once(spec)
         layout = self.layout(name, spec)
         self._reset_if_changed(layout, spec)
         # Input a previous run held back at its expiration is part of the inputs' upper
@@ -207,24 +204,6 @@ class DataflowStarter:
                 "diff_column": source.changelog.diff_column,
             }
         return SourceInput(source.name, settings.schema_, options)
-
-
-def _read_once(spec: DataflowSpec) -> None:
-    """A kafka source is read at most once by a dataflow: each reading fetches on its own
-    into the source's one ingested collection (see :func:`~dataflow_operator.core.kafka.
-    times_read`)."""
-    kafka = [source.name for source in spec.sources if source.kafka is not None]
-    if not kafka:
-        return
-    tree = parse_sql(spec.sql, [source.name for source in spec.sources]).tree
-    for name in kafka:
-        if (count := times_read(tree, name)) > 1:
-            raise InvalidSpec(
-                f'source "{name}": a kafka source may be read once by a dataflow, this SQL '
-                f"reads it {count} times; read it in a dataflow of its own and use that "
-                "dataflow as the source",
-                field="spec.sql",
-            )
 
 
 def remove_state(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:
