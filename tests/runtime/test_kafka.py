@@ -23,6 +23,7 @@ from tests.runtime.runs import (
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
+from dataflow_operator.cli import main
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.sources.kafka_client import CLIENT_ENV
@@ -162,3 +163,21 @@ def test_a_kafka_source_read_twice_by_one_dataflow_is_refused(
         )
     finally:
         engine.close()
+
+
+def test_explain_plans_a_kafka_dataflow_without_reaching_a_broker(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kafka = {"bootstrapServers": f"127.0.0.1:{_closed_port()}", "topic": "clicks"}
+    kafka |= {"schema": "url STRING"}
+    manifest = write_manifests(
+        tmp_path / "feed.yaml",
+        [
+            dataflow_manifest(
+                "feed", "SELECT upper(url) AS u FROM clicks", [{"name": "clicks", "kafka": kafka}]
+            )
+        ],
+    )
+    assert main(["explain", str(manifest), "--node-ids"]) == 0
+    out = capsys.readouterr().out
+    assert "node_id" in out and "error" not in out, out
