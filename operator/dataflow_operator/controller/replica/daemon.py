@@ -183,7 +183,7 @@ async def _iteration(
     except ValidationError:
         status = ReplicaStatus()
     replica = replica.model_copy(update={"status": status})
-    rt.cluster = replica.spec.cluster
+    state.replicas.assign(namespace, name, replica.spec.cluster)
     cluster = state.views.view(
         namespace, replica.spec.cluster, dataflows.get((namespace, replica.spec.cluster), [])
     )

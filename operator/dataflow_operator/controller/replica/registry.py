@@ -46,6 +46,7 @@ class ReplicaRuntime:
     """What one Replica's daemon knows between iterations."""
 
     cluster: str | None = None
+    """Set through :meth:`ReplicaRegistry.assign`, which indexes it."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     status: dict[str, Any] | None = None
     """The status this operator last wrote (the watch may lag behind it)."""
@@ -82,6 +83,9 @@ class ReplicaRegistry:
 
     def __init__(self) -> None:
         self._replicas: dict[Key, ReplicaRuntime] = {}
+        self._by_cluster: dict[Key, dict[str, ReplicaRuntime]] = {}
+        """(namespace, cluster) → its replicas by name (polls and status writes ask
+        for a cluster's replicas thousands of times a second)."""
 
     def open(self, namespace: str, name: str) -> ReplicaRuntime:
         """The Replica's runtime, made on first use (its daemon starts)."""
@@ -89,7 +93,25 @@ class ReplicaRegistry:
 
     def close(self, namespace: str, name: str) -> None:
         """Forget the Replica (its daemon ended)."""
-        self._replicas.pop((namespace, name), None)
+        rt = self._replicas.pop((namespace, name), None)
+        if rt is not None:
+            self._leave(namespace, name, rt)
+
+    def assign(self, namespace: str, name: str, cluster: str) -> None:
+        """The Replica serves ``cluster`` (its spec says so; it may have changed)."""
+        rt = self._replicas.get((namespace, name))
+        if rt is None or rt.cluster == cluster:
+            return
+        self._leave(namespace, name, rt)
+        rt.cluster = cluster
+        self._by_cluster.setdefault((namespace, cluster), {})[name] = rt
+
+    def _leave(self, namespace: str, name: str, rt: ReplicaRuntime) -> None:
+        members = self._by_cluster.get((namespace, rt.cluster or ""))
+        if members is not None:
+            members.pop(name, None)
+            if not members:
+                del self._by_cluster[(namespace, rt.cluster or "")]
 
     def get(self, namespace: str, name: str) -> ReplicaRuntime | None:
         """The Replica's runtime while its daemon runs."""
@@ -97,11 +119,7 @@ class ReplicaRegistry:
 
     def of_cluster(self, namespace: str, cluster: str) -> list[tuple[str, ReplicaRuntime]]:
         """The replicas of one cluster, by name."""
-        return [
-            (name, rt)
-            for (ns, name), rt in self._replicas.items()
-            if ns == namespace and rt.cluster == cluster
-        ]
+        return list(self._by_cluster.get((namespace, cluster), {}).items())
 
     def wake_cluster(self, namespace: str, cluster: str) -> None:
         """Make every replica daemon of the cluster reconcile now."""
