@@ -4,15 +4,23 @@ broker runs on the development machines; the kind e2e suite runs one)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StringType
 
 from dataflow_operator.runtime.sources.ingested import IngestedCollection, IngestedUpper
-from dataflow_operator.runtime.sources.kafka import POSITIONS_FILE, READ_ERROR_FILE, KafkaIngest
+from dataflow_operator.runtime.sources.kafka import (
+    POSITIONS_FILE,
+    READ_ERROR_FILE,
+    KafkaIngest,
+    parse_positions,
+)
 from dataflow_operator.runtime.sources.kafka_client import (
     KafkaFailure,
     KafkaRecord,
@@ -254,3 +262,59 @@ def test_kafka_out_of_reach_holds_the_source_and_says_why(tmp_path: Path) -> Non
     end = ingest.latest(start, 0, now=900)
     assert end["partitions"] == {"0": 1}
     assert not ingest.options.log_dir.child(READ_ERROR_FILE).exists()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50)), max_size=6),
+        min_size=1,
+        max_size=5,
+    ),
+    max_records=st.integers(1, 4),
+    wall_clock=st.booleans(),
+)
+def test_batches_ingest_every_record_once_in_order(
+    batches: list[list[tuple[int, int]]], max_records: int, wall_clock: bool
+) -> None:
+    """Records produced between batches, read a few at a time: the collection's parts hold
+    each record exactly once, the positions and the frontier only grow, and no record is
+    given a time below the frontier it was read after."""
+    with tempfile.TemporaryDirectory() as scratch:
+        topic = FakeTopic(3)
+        ingest = _ingest(Path(scratch), topic, max_records=max_records)
+        offset: dict[str, Any] = dict(START)
+        produced: list[str] = []
+        now = 0
+        for batch in [*batches, []]:
+            for partition, time in batch:
+                url = f"/{len(produced)}"
+                topic.produce(partition, time, {"url": url})
+                produced.append(url)
+            for _ in range(len(produced) + 2):  # enough steps to catch up
+                now += 10
+                end = ingest.latest(offset, int(offset["seq"]), now if wall_clock else None)
+                assert end["upper"] >= offset["upper"]
+                before = parse_positions(offset.get("partitions"))
+                after = parse_positions(end.get("partitions"))
+                assert all(after[p] >= o for p, o in before.items())
+                if end["seq"] != offset["seq"]:
+                    rows = _part_rows(ingest, end["seq"])
+                    assert all(r["__time"] >= offset["upper"] for r in rows)
+                offset = end
+        read = [
+            r["url"]
+            for seq in sorted(
+                {
+                    int(n.split("-")[1])
+                    for n in ingest.options.ingested.location.list()
+                    if n.startswith("part-")
+                }
+            )
+            for r in _part_rows(ingest, seq)
+        ]
+        assert sorted(read) == sorted(produced)
+        reached = parse_positions(offset.get("partitions"))
+        assert {p: o for p, o in reached.items() if o} == {
+            p: len(records) for p, records in topic.logs.items() if records
+        }
