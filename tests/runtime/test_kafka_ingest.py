@@ -41,6 +41,7 @@ class FakeTopic:
         self.logs: dict[int, list[tuple[int, bytes | None]]] = {p: [] for p in range(partitions)}
         self.low = low
         self.fetches = 0
+        self.asked: list[int] = []
         self.closed = False
 
     def produce(self, partition: int, timestamp: int, value: dict[str, Any] | bytes) -> None:
@@ -57,6 +58,7 @@ class FakeTopic:
         self, starts: Mapping[int, int], max_records: int, timeout: float
     ) -> tuple[list[KafkaRecord], dict[int, int]]:
         self.fetches += 1
+        self.asked.append(max_records)
         found: list[KafkaRecord] = []
         reached: dict[int, int] = {}
         for partition, start in sorted(starts.items()):
@@ -318,3 +320,19 @@ def test_batches_ingest_every_record_once_in_order(
         assert {p: o for p, o in reached.items() if o} == {
             p: len(records) for p, records in topic.logs.items() if records
         }
+
+
+def test_a_fetch_asks_for_what_waits_below_the_high_watermarks(tmp_path: Path) -> None:
+    """A client waits until it has the count asked for: asking for more than there is
+    would hold every step for the whole fetch timeout."""
+    topic = FakeTopic(2)
+    for time in (1, 2, 3):
+        topic.produce(0, time, {"url": "/a"})
+    topic.produce(1, 4, {"url": "/b"})
+    _ingest(tmp_path, topic, max_records=100).latest(START, 0, now=None)
+    assert topic.asked == [4]
+    small = FakeTopic(1)
+    for time in (1, 2, 3):
+        small.produce(0, time, {"url": "/a"})
+    _ingest(tmp_path / "small", small, max_records=2).latest(START, 0, now=None)
+    assert small.asked == [2]

@@ -215,7 +215,9 @@ class KafkaIngest:
             left = deadline - wall.monotonic()
             if left <= 0:
                 break
-            got, at = self.client.fetch(wanted, limit - len(fetched), left)
+            # as many as wait below the high watermarks: a client waits for the count
+            waiting = sum(highs[p] - o for p, o in wanted.items())
+            got, at = self.client.fetch(wanted, min(limit - len(fetched), waiting), left)
             for record in got:
                 if wanted.get(record.partition, highs[record.partition]) <= record.offset:
                     fetched.append(record)
