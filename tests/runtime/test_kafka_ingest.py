@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StringType
 
+from dataflow_operator.runtime.sources import kafka as kafka_module
 from dataflow_operator.runtime.sources.ingested import IngestedCollection, IngestedUpper
 from dataflow_operator.runtime.sources.kafka import (
     POSITIONS_FILE,
@@ -42,6 +43,7 @@ class FakeTopic:
         self.low = low
         self.fetches = 0
         self.asked: list[int] = []
+        self.listed = 0
         self.closed = False
 
     def produce(self, partition: int, timestamp: int, value: dict[str, Any] | bytes) -> None:
@@ -49,6 +51,7 @@ class FakeTopic:
         self.logs[partition].append((timestamp, raw))
 
     def partitions(self) -> list[int]:
+        self.listed += 1
         return sorted(self.logs)
 
     def watermarks(self, partition: int) -> tuple[int, int]:
@@ -336,3 +339,19 @@ def test_a_fetch_asks_for_what_waits_below_the_high_watermarks(tmp_path: Path) -
         small.produce(0, time, {"url": "/a"})
     _ingest(tmp_path / "small", small, max_records=2).latest(START, 0, now=None)
     assert small.asked == [2]
+
+
+def test_the_partitions_are_listed_again_only_after_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = FakeTopic(1)
+    topic.produce(0, 5, {"url": "/a"})
+    ingest = _ingest(tmp_path, topic)
+    end = ingest.latest(START, 0, now=10)
+    end = ingest.latest(end, 0, now=20)
+    assert topic.listed == 1
+    topic.logs[1] = [(7, b'{"url": "/new"}')]  # a partition added to the topic
+    monkeypatch.setattr(kafka_module, "PARTITIONS_SECONDS", 0.0)
+    end = ingest.latest(end, 0, now=30)
+    assert topic.listed == 2
+    assert end["partitions"] == {"0": 1, "1": 1}

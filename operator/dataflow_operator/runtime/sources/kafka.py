@@ -80,6 +80,9 @@ POSITIONS_FILE = "kafka.json"
 READ_ERROR_FILE = "read_error.txt"
 """In a kafka source's logs: why the last batch could not reach Kafka (absent once one
 could)."""
+PARTITIONS_SECONDS = 30.0
+"""How long the topic's list of partitions is used before it is asked again (partitions
+are added rarely; a new one is read from its oldest record once it is seen)."""
 FETCH_SECONDS = 0.5
 """How long one batch waits for records at most (a caught-up topic answers at once)."""
 
@@ -121,6 +124,7 @@ class KafkaIngest:
         self.fields = list(fields)
         self.connect = connect or _confluent
         self._client: KafkaReader | None = None
+        self._partitions: tuple[float, list[int]] | None = None
 
     @property
     def client(self) -> KafkaReader:
@@ -158,7 +162,7 @@ class KafkaIngest:
             recorded = self.options.ingested.read_upper()
             upper = max(upper, 0 if recorded is None else recorded.upper)
         highs: dict[int, int] = {}
-        for partition in self.client.partitions():
+        for partition in self._topic_partitions():
             low, high = self.client.watermarks(partition)
             position = positions.setdefault(partition, low)
             if position < low:
@@ -193,8 +197,16 @@ class KafkaIngest:
             "highs": {str(p): h for p, h in sorted(highs.items())},
         }
 
+    def _topic_partitions(self) -> list[int]:
+        """The topic's partitions, asked at most every :data:`PARTITIONS_SECONDS`."""
+        now = wall.monotonic()
+        if self._partitions is None or now - self._partitions[0] > PARTITIONS_SECONDS:
+            self._partitions = (now, self.client.partitions())
+        return self._partitions[1]
+
     def close(self) -> None:
         """Close the connection, if open."""
+        self._partitions = None
         if self._client is not None:
             self._client.close()
             self._client = None
