@@ -8,10 +8,10 @@ Every request carries the replica's control token (from its Secret), as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from dataflow_operator.api.protocol import (
     DesiredDataflows,
@@ -24,6 +24,7 @@ from dataflow_operator.api.protocol import (
 __all__ = ["TOKEN_HEADER", "ControlClient", "ControlError", "auth_headers"]
 
 TOKEN_HEADER = "X-Dataflow-Token"
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class ControlError(Exception):
@@ -68,10 +69,14 @@ class ControlClient:
         self,
         method: str,
         url: str,
+        answer: type[Answer],
+        *,
         body: dict[str, Any] | None = None,
         timeout: aiohttp.ClientTimeout | None = None,
         token: str | None = None,
-    ) -> Any:
+    ) -> Answer:
+        """One request; the answer's body parsed straight from its bytes into ``answer``
+        (a poll of a replica with hundreds of dataflows is parsed many times a second)."""
         try:
             async with self._session.request(
                 method,
@@ -80,49 +85,42 @@ class ControlClient:
                 timeout=timeout or self._timeout,
                 headers=auth_headers(token),
             ) as response:
-                status = response.status
-                try:
-                    payload = await response.json(content_type=None)
-                except ValueError:
-                    if status < 400:
-                        raise
-                    payload = (await response.text())[:500]
-                if status >= 400:
-                    try:
-                        error = ErrorBody.model_validate(payload)
-                    except ValidationError:
-                        raise ControlError(f"HTTP{status}", str(payload)[:500], status) from None
-                    raise ControlError(error.error, error.message, status)
-                return payload
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+                status, raw = response.status, await response.read()
+        except (aiohttp.ClientError, TimeoutError) as error:
             raise ControlError("Unreachable", f"{url}: {error or type(error).__name__}") from None
+        if status >= 400:
+            try:
+                error_body = ErrorBody.model_validate_json(raw)
+            except ValidationError:
+                text = raw.decode(errors="replace")[:500]
+                raise ControlError(f"HTTP{status}", text, status) from None
+            raise ControlError(error_body.error, error_body.message, status)
+        try:
+            return answer.model_validate_json(raw)
+        except ValidationError as error:
+            raise ControlError("BadResponse", str(error)[:500]) from None
 
     async def status(self, address: str, token: str | None = None) -> ReplicaReport:
         """``GET /status``."""
-        payload = await self._call("GET", f"{address}/status", token=token)
-        try:
-            return ReplicaReport.model_validate(payload)
-        except ValidationError as error:
-            raise ControlError("BadResponse", str(error)[:500]) from None
+        return await self._call("GET", f"{address}/status", ReplicaReport, token=token)
 
     async def put_release(
         self, address: str, frontiers: ReleaseFrontiers, token: str | None = None
     ) -> None:
-        """``PUT /release`` with the cluster's listing frontiers."""
-        await self._call("PUT", f"{address}/release", frontiers.to_wire(), token=token)
+        """``PUT /release`` with the cluster's listing frontiers (the replica echoes them)."""
+        await self._call(
+            "PUT", f"{address}/release", ReleaseFrontiers, body=frontiers.to_wire(), token=token
+        )
 
     async def put_dataflows(
         self, address: str, desired: DesiredDataflows, token: str | None = None
     ) -> InstallResult:
         """``PUT /dataflows`` with the full desired set."""
-        payload = await self._call(
+        return await self._call(
             "PUT",
             f"{address}/dataflows",
-            desired.to_wire(),
+            InstallResult,
+            body=desired.to_wire(),
             timeout=self._install_timeout,
             token=token,
         )
-        try:
-            return InstallResult.model_validate(payload)
-        except ValidationError as error:
-            raise ControlError("BadResponse", str(error)[:500]) from None
