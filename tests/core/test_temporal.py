@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from sqlglot import exp
 
 from dataflow_operator.core.errors import DomainError, InvalidSql, UnknownSource
-from dataflow_operator.core.temporal import TemporalBound, TemporalQuery, plan_temporal
+from dataflow_operator.core.temporal import (
+    TemporalBound,
+    TemporalQuery,
+    check_temporal,
+    plan_temporal,
+)
 
 SOURCES = ["events", "users"]
 
@@ -369,6 +374,9 @@ def test_unsupported_mz_now_is_rejected_with_one_clear_sentence(case: str) -> No
     assert expected in raised.value.message
     assert raised.value.field == "spec.sql"
     assert "\n" not in raised.value.message
+    with pytest.raises(InvalidSql) as checked:  # validation, which renders nothing
+        check_temporal(sql, SOURCES)
+    assert checked.value.message == raised.value.message
 
 
 def test_unknown_relation_is_reported_by_parse_sql() -> None:
@@ -520,7 +528,11 @@ def test_random_queries_plan_or_fail_with_a_domain_error(
         assert isinstance(error, InvalidSql)
         assert error.field == "spec.sql"
         assert not ok or "mz_now" in items or (has_mz_now and ("JOIN" in source or union))
+        with pytest.raises(InvalidSql) as checked:  # validation says the same, and as much
+            check_temporal(sql, SOURCES)
+        assert checked.value.message == error.message
         return
+    check_temporal(sql, SOURCES)  # what plans is valid
     assert ok
     assert "mz_now" not in items
     assert len(query.bounds) == bound_count

@@ -83,6 +83,7 @@ from dataflow_operator.core.sql_shape import (
 from dataflow_operator.core.temporal import (
     TemporalQuery,
     check_reserved_names,
+    check_temporal,
     drop_unordered_order_by,
     plan_temporal,
     remove_temporal_filters,
@@ -243,9 +244,9 @@ def check_query(sql: str, source_names: Collection[str]) -> None:
     Every error of planning comes from the temporal stage (parsing, unknown sources,
     reserved names, ``mz_now()`` uses); choosing the maintenance strategy never rejects a
     query (a shape it cannot maintain incrementally is GENERAL). So validating thousands
-    of specs does not render their maintenance SQL.
+    of specs neither rewrites nor renders them.
     """
-    plan_temporal(sql, source_names)
+    check_temporal(sql, source_names)
 
 
 @lru_cache(maxsize=1024)

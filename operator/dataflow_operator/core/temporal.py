@@ -66,6 +66,7 @@ __all__ = [
     "TemporalBound",
     "TemporalQuery",
     "check_reserved_names",
+    "check_temporal",
     "drop_unordered_order_by",
     "plan_temporal",
     "remove_temporal_filters",
@@ -152,43 +153,73 @@ def plan_temporal(sql: str, source_names: Collection[str]) -> TemporalQuery:
     ``mz_now()`` that is not a supported temporal filter, and for the reserved names
     ``__time``, ``__diff`` and ``__mz_…`` used in the query.
     """
-    tree = unwrap(parse_sql(sql, source_names).tree.copy())
-    check_reserved_names(tree)
-    tops = list(leaves(tree))
-    filters = {id(top): _temporal_conjuncts(top) for top in tops}
-    _check_every_call_is_accepted(tree, tops, filters)
-    drop_unordered_order_by(tree)
-    ctes = cte_names(tree)
-
+    found = _analysed(sql, source_names)
+    tree, tops, filters = found.tree, found.tops, found.filters
     if not any(filters.values()):
-        if is_linear(tree, ctes):
+        if found.linear:
             for top in tops:
                 _append_time_and_diff(top)
         return TemporalQuery(sql=render(tree), bounds=())
 
-    if is_linear(tree, ctes):
+    if found.linear:
         bounds, columns = _number_bounds(tops, filters)
         for top in tops:
             _remove_conjuncts(top, [f.conjunct for f in filters[id(top)]])
             _append_time_and_diff(top)
             top.select(*columns[id(top)], copy=False)
         return TemporalQuery(sql=render(tree), bounds=bounds)
+    assert isinstance(tree, exp.Select) and found.table is not None  # see _analysed
+    return _staged(tree, found.table, filters[id(tree)])
 
-    if not isinstance(tree, exp.Select):
-        raise InvalidSql(
-            "mz_now() in a set operation is supported only in a UNION ALL of plain "
-            "SELECT … WHERE queries that read one source each",
-            field=_FIELD,
-        )
-    table = from_table(tree, ctes)
-    if table is None:
-        raise InvalidSql(
-            "mz_now() is supported only in a query that reads one source directly "
-            "(no join, derived table, lateral view or CTE in FROM); filter the source "
-            "in a dataflow of its own and read that dataflow instead",
-            field=_FIELD,
-        )
-    return _staged(tree, table, filters[id(tree)])
+
+def check_temporal(sql: str, source_names: Collection[str]) -> None:
+    """Raise what :func:`plan_temporal` raises, without rewriting or rendering the query.
+
+    Every error of planning a query comes from this analysis: the operator validates
+    thousands of specs with it and never needs their rewritten SQL.
+    """
+    _analysed(sql, source_names)
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    """A parsed query's temporal filters, checked; what the rewriting starts from."""
+
+    tree: exp.Query
+    tops: list[exp.Select]
+    filters: dict[int, list[_Filter]]
+    """Each top SELECT's (by id) accepted temporal conjuncts."""
+    linear: bool
+    table: exp.Table | None
+    """The one source a non-linear query with temporal filters reads."""
+
+
+def _analysed(sql: str, source_names: Collection[str]) -> _Analysis:
+    tree = unwrap(parse_sql(sql, source_names).tree)  # a fresh tree of our own
+    check_reserved_names(tree)
+    tops = list(leaves(tree))
+    filters = {id(top): _temporal_conjuncts(top) for top in tops}
+    _check_every_call_is_accepted(tree, tops, filters)
+    drop_unordered_order_by(tree)
+    ctes = cte_names(tree)
+    linear = is_linear(tree, ctes)
+    table = None
+    if any(filters.values()) and not linear:
+        if not isinstance(tree, exp.Select):
+            raise InvalidSql(
+                "mz_now() in a set operation is supported only in a UNION ALL of plain "
+                "SELECT … WHERE queries that read one source each",
+                field=_FIELD,
+            )
+        table = from_table(tree, ctes)
+        if table is None:
+            raise InvalidSql(
+                "mz_now() is supported only in a query that reads one source directly "
+                "(no join, derived table, lateral view or CTE in FROM); filter the source "
+                "in a dataflow of its own and read that dataflow instead",
+                field=_FIELD,
+            )
+    return _Analysis(tree, tops, filters, linear, table)
 
 
 # --- recognising temporal conjuncts -------------------------------------------------
