@@ -21,7 +21,9 @@ from dataflow_operator.controller.state import OperatorState
 __all__ = ["DATAFLOWS"]
 
 DATAFLOWS = (GROUP, VERSION, "dataflows")
-_VOLATILE_METADATA = {"resourceVersion", "managedFields", "annotations"}
+_VOLATILE_METADATA = {"resourceVersion", "managedFields", "annotations", "finalizers"}
+"""What the index leaves out: bookkeeping (kopf's, the API server's) that every write of
+ours changes and that no desired set or validation reads."""
 
 
 @kopf.index(*DATAFLOWS)
@@ -30,8 +32,9 @@ async def dataflows_by_cluster(
 ) -> dict[tuple[str, str | None], dict[str, Any]]:
     """Every Dataflow's spec by (namespace, cluster): desired sets and cluster catalogs.
 
-    Status and resourceVersion are left out, and an unchanged entry is handed out as the
-    same object, so that status writes do not invalidate the cluster's memoized view.
+    Status and volatile metadata are left out, and an unchanged entry is handed out as
+    the same object, so that status writes and finalizers do not invalidate the
+    cluster's memoized view.
     """
     metadata = {
         k: v for k, v in (body.get("metadata") or {}).items() if k not in _VOLATILE_METADATA
