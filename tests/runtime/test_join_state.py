@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from dataflow_operator.runtime.strategies.join import ArrangedJoin
+from dataflow_operator.runtime.strategies.arrangement import ArrangedJoin
 
 Row = tuple[Any, ...]
 

@@ -18,6 +18,8 @@ HEAVY = ("pandas", "numpy", "pyarrow", "sqlglot", "pydantic")
     [
         "dataflow_operator.runtime.strategies.temporal_filter",
         "dataflow_operator.runtime.strategies.aggregate",
+        "dataflow_operator.runtime.strategies.arrangement",
+        "dataflow_operator.runtime.strategies.row_counts",
     ],
 )
 def test_the_pre_init_runner_imports_nothing_heavy_for_a_processor(module: str) -> None:

@@ -15,15 +15,13 @@ and whenever they change emits the change of :func:`output_multiplicity` for tha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from sqlglot import exp
 
+from dataflow_operator.core.multiplicity import SetOperation, output_multiplicity
 from dataflow_operator.core.sql_shape import DIFF, TIME, is_linear_select, render
 
 __all__ = ["MultisetPlan", "SetOperation", "multiset_shape", "output_multiplicity"]
-
-SetOperation = Literal["distinct", "union", "except", "except_all", "intersect", "intersect_all"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,22 +31,6 @@ class MultisetPlan:
     operation: SetOperation
     inputs: tuple[str, ...]
     """Linear SQL per input (one for DISTINCT, two for a set operation)."""
-
-
-def output_multiplicity(operation: SetOperation, a: int, b: int = 0) -> int:
-    """How many times a row is in the output when it is ``a`` times in the first input
-    and ``b`` times in the second (SQL's bag semantics; DISTINCT forms give 0 or 1)."""
-    if operation == "distinct":
-        return int(a > 0)
-    if operation == "union":
-        return int(a + b > 0)
-    if operation == "except":
-        return int(a > 0 and b <= 0)
-    if operation == "except_all":
-        return max(a - max(b, 0), 0)
-    if operation == "intersect":
-        return int(a > 0 and b > 0)
-    return max(min(a, b), 0)  # intersect_all
 
 
 def _changelog(select: exp.Expr) -> str | None:

@@ -11,4 +11,7 @@ the strategy the core planned (:class:`dataflow_operator.core.incremental.Mainte
   cancellation prompt).
 
 Each stateful operator is ``transformWithStateInPandas``; :mod:`.held` is what they share.
+Their processors (:mod:`.temporal_filter`'s, :mod:`.aggregate`, :mod:`.arrangement` for
+joins, :mod:`.row_counts` for set operations) live in modules light to import: Spark's
+pre-init runner unpickles each in a new Python process at every query start.
 """

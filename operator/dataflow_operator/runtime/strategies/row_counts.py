@@ -1,0 +1,116 @@
+"""DISTINCT's and the set operations' stateful processor: each row's multiplicity per
+input, and the output's change when it changes.
+
+Spark's pre-init runner unpickles the processor in a new Python process at every query
+start (in the first batch's planning) only to call its ``init``: this module imports
+nothing heavy at its top (pandas where rows are handled), unlike :mod:`.multiset`, which
+builds the query (sqlglot through the core, pyarrow). See :mod:`.multiset` for the design.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+from dataflow_operator.core.changelog import DIFF, TIME
+from dataflow_operator.core.multiplicity import SetOperation, output_multiplicity
+from dataflow_operator.runtime.strategies.held import HeldUpdates
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ROW", "SIDE", "RowCounts", "Update"]
+
+SIDE = "__side"
+ROW = "__row"
+
+Update = tuple[int, str, int]
+"""One held input update: side, row JSON, diff."""
+
+
+class RowCounts(StatefulProcessor):
+    """Each row's multiplicity per input; output changes once the frontier passes.
+
+    Input (by position): ``__side, __row, __time, __diff, __bucket``. Output: ``__row,
+    __time, __diff``.
+    """
+
+    def __init__(self, operation: SetOperation) -> None:
+        self.operation = operation
+
+    def init(self, handle: Any) -> None:
+        """Declare the state: counts per row, and the updates held per time."""
+        self.counts = handle.getMapState("counts", "r STRING", "counts BINARY")
+        self.pending = HeldUpdates(handle)
+
+    def handleInputRows(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        rows: Iterator[pd.DataFrame],
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
+    ) -> Iterator[pd.DataFrame]:
+        """Hold the updates by time until the watermark reaches it (apply those it has)."""
+        import pandas as pd  # here, not at the top: see the module docstring
+
+        watermark = int(timerValues.getCurrentWatermarkInMs())
+        frames = [frame for frame in rows if not frame.empty]
+        if not frames:
+            return
+        frame = pd.concat(frames, ignore_index=True).iloc[:, :4]
+        frame.columns = [SIDE, ROW, TIME, DIFF]
+        sums = frame.groupby([TIME, SIDE, ROW], sort=True)[DIFF].sum()
+        sums = sums[sums != 0]
+        entries = zip(sums.index.tolist(), sums.to_numpy().tolist(), strict=True)
+        out: list[tuple[str, int, int]] = []
+        for time, at_time in itertools.groupby(entries, key=lambda e: int(e[0][0])):
+            updates = [(int(side), row, int(diff)) for (_, side, row), diff in at_time]
+            if time <= watermark:
+                out += self._apply(time, updates)
+                continue
+            self.pending.hold(time, updates)
+        if out:
+            yield pd.DataFrame(out, columns=range(3))
+
+    def handleExpiredTimer(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
+        expiredTimerInfo: Any,  # noqa: N803
+    ) -> Iterator[pd.DataFrame]:
+        """The frontier reached a held time: apply its updates, emit the changes."""
+        import pandas as pd  # here, not at the top: see the module docstring
+
+        time = int(expiredTimerInfo.getExpiryTimeInMs())
+        held = self.pending.take(time)
+        if not held:
+            return
+        out = self._apply(time, held)
+        if out:
+            yield pd.DataFrame(out, columns=range(3))
+
+    def _apply(self, time: int, updates: list[Update]) -> list[tuple[str, int, int]]:
+        """Apply one time's updates; the output changes they cause."""
+        changes: dict[str, list[int]] = {}
+        for side, row, diff in updates:
+            changes.setdefault(row, [0, 0])[side] += diff
+        out: list[tuple[str, int, int]] = []
+        for row, (da, db) in changes.items():
+            current = self.counts.getValue((row,))
+            a, b = pickle.loads(current[0]) if current else (0, 0)
+            before = output_multiplicity(self.operation, a, b)
+            a, b = a + da, b + db
+            change = output_multiplicity(self.operation, a, b) - before
+            if change:
+                out.append((row, time, change))
+            if a or b:
+                self.counts.updateValue((row,), (pickle.dumps((a, b)),))
+            else:
+                self.counts.removeKey((row,))
+        return out
+
+    def close(self) -> None:
+        """Nothing to release."""
