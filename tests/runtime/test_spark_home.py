@@ -4,7 +4,6 @@ archive Spark puts first on their path (which they would compile at every start)
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import pyspark
@@ -52,11 +51,11 @@ def test_a_folder_of_that_name_that_is_a_link_is_never_used(tmp_path: Path) -> N
 def test_the_real_home_is_kept_for_another_interpreter_or_spark(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     monkeypatch.delenv("SPARK_HOME", raising=False)
     shadow = driver_spark_home()
-    assert shadow is not None and Path(shadow).parent == tmp_path
+    assert shadow is not None and Path(shadow).parent == tmp_path / "cache" / "dataflow-operator"
     assert (Path(shadow) / "jars").resolve() == Path(pyspark.__file__).resolve().parent / "jars"
     monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/python3")  # may lack pyspark
     assert driver_spark_home() is None

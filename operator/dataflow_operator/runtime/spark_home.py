@@ -13,8 +13,7 @@ When pyspark is pip-installed (``SPARK_HOME`` is the ``pyspark`` package itself)
 the workers run this interpreter, the archive and site-packages hold the same files:
 the JVM is then started with a *shadow* home, a folder of symbolic links to every entry
 of the real one except ``python/lib/pyspark.zip``. Anything else (a Spark distribution,
-workers on another interpreter, a temporary folder that cannot be written) keeps the
-real home.
+workers on another interpreter, no folder to make the shadow in) keeps the real home.
 """
 
 from __future__ import annotations
@@ -99,8 +98,18 @@ def driver_spark_home() -> str | None:
         return None  # not a pip-installed pyspark: the archive may differ from it
     if not _same_interpreter(os.environ.get("PYSPARK_PYTHON")):
         return None  # the workers' interpreter may lack an installed pyspark
-    try:
-        return str(shadow_home(real, Path(tempfile.gettempdir())))
-    except OSError as error:
-        log.debug("no shadow Spark home; workers compile pyspark.zip", error=str(error))
-        return None
+    for parent in _parents():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            return str(shadow_home(real, parent))
+        except OSError as error:
+            log.debug("no shadow Spark home here", folder=str(parent), error=str(error))
+    return None  # the workers compile pyspark.zip
+
+
+def _parents() -> list[Path]:
+    """Where a shadow may be made: the user's cache folder first (the JVM opens jars
+    through the shadow for as long as it runs, and temporary folders get cleaned up),
+    else the temporary folder."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return [Path(cache) / "dataflow-operator", Path(tempfile.gettempdir())]
