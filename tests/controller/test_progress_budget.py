@@ -36,10 +36,15 @@ def test_a_loop_that_keeps_time_gets_the_full_rate_in_bursts_of_one_second() -> 
     assert budget.allowance() == 500  # never more than a second's worth
 
 
-def test_a_late_loop_halves_the_rate_down_to_a_trickle_and_a_punctual_one_recovers() -> None:
+def test_a_loop_late_again_halves_the_rate_down_to_a_trickle_and_a_punctual_one_recovers() -> None:
     clock = Clock()
     budget = ProgressBudget(500, clock)
     budget.observe_lag(HIGH_LAG_S * 2)
+    assert budget.rate == 500  # once late: a burst of work, not a busy loop
+    budget.observe_lag(LOW_LAG_S)
+    budget.observe_lag(HIGH_LAG_S * 2)
+    assert budget.rate == 500
+    budget.observe_lag(HIGH_LAG_S * 2)  # late again: busy
     assert budget.rate == 250
     for _ in range(20):
         budget.observe_lag(1.0)

@@ -6,7 +6,7 @@ moved is the one status change that can wait — the next write carries the newe
 frontier anyway — while a new Dataflow that is not yet validated, installed and
 reported waits for every other task on the loop. So progress writes get a rate of
 their own, adjusted from the loop's lag (how late a timer fires; see
-:func:`watch_loop_lag`): halved while the loop is late, raised again by steps while it
+:func:`watch_loop_lag`): halved while the loop stays late, raised again by steps while it
 keeps time (additive increase, multiplicative decrease), between a trickle and the
 status writer's configured rate. Changes are never held by it.
 """
@@ -19,7 +19,8 @@ from collections.abc import Callable
 __all__ = ["HIGH_LAG_S", "LOW_LAG_S", "ProgressBudget", "watch_loop_lag"]
 
 HIGH_LAG_S = 0.1
-"""A loop this late is busy: the progress rate halves."""
+"""A loop this late, twice in a row, is busy: the progress rate halves. Once is a burst
+(the status writer's own round of writes, say), not a load to make room for."""
 LOW_LAG_S = 0.025
 """A loop at most this late keeps time: the progress rate goes up by a step."""
 STEPS = 20
@@ -43,6 +44,8 @@ class ProgressBudget:
         self._clock = clock
         self._tokens = max(1.0, ceiling)
         self._updated = clock()
+        self._late = 0
+        """Lag samples in a row above :data:`HIGH_LAG_S`."""
 
     @property
     def unlimited(self) -> bool:
@@ -50,11 +53,13 @@ class ProgressBudget:
         return self.ceiling <= 0
 
     def observe_lag(self, lag_s: float) -> None:
-        """One sample of the loop's lag: halve the rate if late, step it up if on time."""
+        """One sample of the loop's lag: halve the rate if late again, step it up if on
+        time."""
         if self.unlimited:
             return
         self._refill()
-        if lag_s > HIGH_LAG_S:
+        self._late = self._late + 1 if lag_s > HIGH_LAG_S else 0
+        if self._late >= 2:
             self.rate = max(self.floor, self.rate / 2)
         elif lag_s <= LOW_LAG_S:
             self.rate = min(self.ceiling, self.rate + self.ceiling / STEPS)

@@ -54,9 +54,16 @@ async def run_status_writer(state: OperatorState) -> None:
     metrics = state.metrics
 
     def on_lag(lag_s: float) -> None:
+        was_full = progress.rate >= progress.ceiling
         progress.observe_lag(lag_s)
         metrics.loop_lag_seconds.set(lag_s)
         metrics.status_progress_rate.set(progress.rate)
+        if was_full != (progress.rate >= progress.ceiling):
+            _log.info(
+                "progress writes at full rate" if was_full is False else "progress writes slowed",
+                loop_lag_seconds=round(lag_s, 3),
+                rate=progress.rate,
+            )
 
     async def one(key: DataflowKey, since: int) -> None:
         namespace, cluster, name = key
