@@ -111,5 +111,12 @@ def _parents() -> list[Path]:
     """Where a shadow may be made: the user's cache folder first (the JVM opens jars
     through the shadow for as long as it runs, and temporary folders get cleaned up),
     else the temporary folder."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return [Path(cache) / "dataflow-operator", Path(tempfile.gettempdir())]
+    parents = [Path(tempfile.gettempdir())]
+    cache = os.environ.get("XDG_CACHE_HOME")
+    try:
+        cache_folder = Path(cache) if cache else Path.home() / ".cache"
+    except RuntimeError:  # no home folder known (a user id without a passwd entry)
+        return parents
+    if cache_folder.is_absolute():
+        parents.insert(0, cache_folder / "dataflow-operator")
+    return parents
