@@ -71,8 +71,8 @@ class SourceRelease(ApiModel):
         "that was in the directory at this wall-clock time (epoch ms): files first listed "
         "at or before it may be released.",
     )
-    offsets: dict[str, int] = Field(
-        default_factory=dict,
+    offsets: dict[str, int] | None = Field(
+        default=None,
         description="A kafka source: per partition, the position every replica of the "
         "cluster has read durably; the consumer group's offsets are committed there.",
     )
