@@ -31,3 +31,14 @@ async def test_a_burst_goes_at_once_then_calls_are_spaced_by_the_rate() -> None:
 
 async def test_rate_zero_never_waits() -> None:
     assert (await _times(TokenBucket(0), 1000))[-1] < 0.2
+
+
+async def test_spare_tokens_are_those_beyond_a_reserve_and_refill_with_the_rate() -> None:
+    bucket = TokenBucket(100)
+    assert bucket.spare(reserve=50) == 50
+    for _ in range(60):
+        await bucket.acquire()  # calls that may not wait took what there was
+    assert bucket.spare(reserve=50) == 0  # nothing beyond the reserve for calls that can wait
+    await asyncio.sleep(0.3)  # ~30 more tokens: 70 in all
+    assert 10 <= (bucket.spare(reserve=50) or 0) <= 30
+    assert TokenBucket(0).spare(reserve=50) is None  # no limit

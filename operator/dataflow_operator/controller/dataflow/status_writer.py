@@ -7,8 +7,9 @@ that concurrent replicas never overwrite each other's entries in ``status.replic
 Patches hold only what changed, a Dataflow marked dirty again while it waits is written
 once, the marked ones are taken in rounds, changes before progress (see
 :mod:`.status_queue`), the writes to the API server are rate-limited
-(``DATAFLOW_STATUS_QPS``), and progress-only writes are shed first while the operator is
-busy (see :mod:`.progress_budget`).
+(``DATAFLOW_STATUS_QPS``), progress-only writes use only the rate that changes leave
+spare (half a second's worth is kept for changes), and they are shed first while the
+operator is busy (see :mod:`.progress_budget`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ __all__ = ["run_status_writer"]
 CONCURRENCY = 32
 ROUND = 8 * CONCURRENCY
 """Dataflows taken from the queue at a time (see :meth:`StatusQueue.take`)."""
+PROGRESS_RETRY_S = 0.05
+"""With progress waiting and none allowed, how long until the writer looks again."""
 _log = get_logger("dataflow_operator.status")
 Written = tuple[Mapping[str, Any], DataflowStatus]
 """A Dataflow's status as last written: on the wire, and parsed."""
@@ -90,12 +93,16 @@ async def run_status_writer(state: OperatorState) -> None:
     lag = asyncio.create_task(watch_loop_lag(on_lag))
     try:
         while True:
-            allowance = progress.allowance()
+            # Progress takes only what the API rate has spare beyond half a second's
+            # worth, kept for changes, and what the loop's load leaves it.
+            allowance = _least(progress.allowance(), limiter.spare(limiter.capacity / 2))
             batch = await state.statuses.take(
                 ROUND,
                 progress_limit=allowance,
-                # with no progress allowed now, look again when the next one is
-                wait_s=progress.next_token_in() if allowance == 0 else None,
+                # with no progress allowed now, look again in a moment (or at a change)
+                wait_s=max(PROGRESS_RETRY_S, progress.next_token_in() or 0)
+                if allowance == 0
+                else None,
             )
             progress.spend(sum(1 for marked in batch if marked.progress))
             await asyncio.gather(*(one(marked.key, marked.since) for marked in batch))
@@ -154,6 +161,11 @@ async def _write(
         state.metrics.status_lag_seconds.observe(max(0, now_ms() - since) / 1000)
         _log.debug("status written", namespace=namespace, name=name, keys=sorted(patch))
     written[(namespace, name)] = (new, status)
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    """The smaller of two limits, ``None`` being none."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _by_name(report: ReplicaReport) -> dict[str, DataflowReport]:
