@@ -118,8 +118,9 @@ def dataflow_deleted(
 ) -> None:
     """Drop from every replica; wait for them to confirm, up to the delete timeout.
 
-    A replica confirms once the dataflow is gone from its report: while its Spark work is
-    still stopping it is reported (as ``dropping``), and the finalizer keeps waiting.
+    A replica confirms once the dataflow is gone from a report taken after its last
+    install: while its Spark work is still stopping it is reported (as ``dropping``), and
+    the finalizer keeps waiting.
     Raises :class:`kopf.TemporaryError` while some ready replica still reports it.
     """
     cluster = _cluster(body)
@@ -134,7 +135,11 @@ def dataflow_deleted(
         if link is not None
         and link.ready
         and link.report is not None
-        and any(d.name == name for d in link.report.dataflows)
+        and (
+            # a report from before the last install cannot confirm anything was dropped
+            (link.report_at or 0) <= link.applied_at
+            or any(d.name == name for d in link.report.dataflows)
+        )
     )
     if not holders:
         kopf.event(

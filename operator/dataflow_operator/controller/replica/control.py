@@ -156,10 +156,14 @@ async def _sync(
     try:
         if link.applied != cluster.digest:
             result = await state.control.put_dataflows(address, cluster.desired, token)
-            link.applied = cluster.digest
+            link.applied, link.applied_at = cluster.digest, now_ms()
             if result.failed:
                 for dataflow, why in sorted(result.failed.items()):
                     log.warning("dataflow failed to install", dataflow=dataflow, error=why)
+            if link.ready and now < link.next_poll_at:
+                # The next poll shows what was installed: while Dataflows are created by
+                # the thousand, a poll after every install would parse a report per change.
+                return link.next_poll_at - now
         report = await state.control.status(address, token)
     except ControlError as error:
         if error.status == 401:

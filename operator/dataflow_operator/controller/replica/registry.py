@@ -36,6 +36,8 @@ class AttemptLink:
     error: str | None = None
     applied: str | None = None
     """Digest of the desired set the attempt last accepted."""
+    applied_at: Timestamp = 0
+    """When it last accepted a desired set: a report taken before then may not show it."""
     released: str | None = None
     """The release frontiers (JSON) the attempt last accepted."""
     next_poll_at: Timestamp = 0
