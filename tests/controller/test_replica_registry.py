@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dataflow_operator.controller.replica.registry import ReplicaRegistry
+from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
+from dataflow_operator.controller.replica.registry import AttemptLink, ReplicaRegistry
 
 pytestmark = pytest.mark.asyncio  # asyncio.Event needs a loop on older Pythons
 
@@ -27,3 +28,22 @@ async def test_a_cluster_lists_the_replicas_assigned_to_it_until_they_move_or_cl
     assert registry.of_cluster("ns", "c") == []
     registry.assign("ns", "r2", "c")  # closed: nothing to assign
     assert registry.of_cluster("ns", "c") == []
+
+
+async def test_a_dataflow_is_looked_up_in_the_serving_driver_s_latest_report() -> None:
+    registry = ReplicaRegistry()
+    rt = registry.open("ns", "r1")
+    assert rt.reported("a") is None  # no driver polled yet
+    rt.serving = AttemptLink("r1-driver-1")
+    assert rt.reported("a") is None  # polled, nothing reported yet
+    first = ReplicaReport(
+        start_time=1, phase=ReplicaPhase.RUNNING, dataflows=[DataflowReport(name="a")]
+    )
+    rt.serving.report = first
+    assert rt.reported("a") == DataflowReport(name="a")
+    assert rt.reported("b") is None
+    rt.serving.report = first.model_copy(
+        update={"dataflows": [DataflowReport(name="b", frontier=[5])]}
+    )
+    assert rt.reported("a") is None  # the index follows each new report
+    assert rt.reported("b") == DataflowReport(name="b", frontier=[5])

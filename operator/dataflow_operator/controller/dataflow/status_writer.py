@@ -21,7 +21,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from dataflow_operator.api.dataflow import DataflowStatus
-from dataflow_operator.api.protocol import DataflowReport, ReplicaReport
 from dataflow_operator.controller.dataflow.logic import (
     ReplicaSeen,
     dataflow_status,
@@ -29,7 +28,6 @@ from dataflow_operator.controller.dataflow.logic import (
 )
 from dataflow_operator.controller.dataflow.progress_budget import ProgressBudget, watch_loop_lag
 from dataflow_operator.controller.dataflow.status_queue import DataflowKey
-from dataflow_operator.controller.dataflow.views import PerObject
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.rate_limit import TokenBucket
 from dataflow_operator.controller.state import OperatorState, now_ms
@@ -50,7 +48,6 @@ Written = tuple[Mapping[str, Any], DataflowStatus]
 async def run_status_writer(state: OperatorState) -> None:
     """Write dirty Dataflows' status until cancelled."""
     written: dict[tuple[str, str], Written] = {}
-    by_name: PerObject[ReplicaReport, dict[str, DataflowReport]] = PerObject(_by_name)
     semaphore = asyncio.Semaphore(CONCURRENCY)
     limiter = TokenBucket(state.config.status_qps)
     progress = ProgressBudget(state.config.status_qps, asyncio.get_running_loop().time)
@@ -63,7 +60,7 @@ async def run_status_writer(state: OperatorState) -> None:
         metrics.status_progress_rate.set(progress.rate)
         if was_full != (progress.rate >= progress.ceiling):
             _log.info(
-                "progress writes at full rate" if was_full is False else "progress writes slowed",
+                "progress writes slowed" if was_full else "progress writes at full rate",
                 loop_lag_seconds=round(lag_s, 3),
                 rate=progress.rate,
             )
@@ -80,7 +77,6 @@ async def run_status_writer(state: OperatorState) -> None:
                     name=name,
                     since=since,
                     limiter=limiter,
-                    by_name=by_name,
                 )
             except (ApiError, OSError, TimeoutError) as error:
                 _log.warning(
@@ -121,7 +117,6 @@ async def _write(
     name: str,
     since: int,
     limiter: TokenBucket,
-    by_name: PerObject[ReplicaReport, dict[str, DataflowReport]],
 ) -> None:
     # The cluster as the Dataflow handlers last acted on it: every Dataflow they mark
     # dirty is in it, and one lookup does not cost the cluster's size.
@@ -142,9 +137,7 @@ async def _write(
         except ValidationError:
             old = DataflowStatus()
     seen = [
-        ReplicaSeen(
-            replica, rt.ready, by_name(rt.report).get(name) if rt.report is not None else None
-        )
+        ReplicaSeen(replica, rt.ready, rt.reported(name))
         for replica, rt in state.replicas.of_cluster(namespace, cluster)
     ]
     generation = view.generations.get(name)
@@ -166,7 +159,3 @@ async def _write(
 def _least(a: int | None, b: int | None) -> int | None:
     """The smaller of two limits, ``None`` being none."""
     return b if a is None else a if b is None else min(a, b)
-
-
-def _by_name(report: ReplicaReport) -> dict[str, DataflowReport]:
-    return {d.name: d for d in report.dataflows}

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataflow_operator.api.protocol import ReplicaReport
+from dataflow_operator.api.protocol import DataflowReport, ReplicaReport
 from dataflow_operator.controller.metrics import ReplicaSample
 from dataflow_operator.controller.replica.observation import ClaimObservation
 from dataflow_operator.core.time import Timestamp
@@ -41,6 +41,19 @@ class AttemptLink:
     released: str | None = None
     """The release frontiers (JSON) the attempt last accepted."""
     next_poll_at: Timestamp = 0
+    _index: tuple[ReplicaReport, dict[str, DataflowReport]] | None = field(
+        default=None, init=False, repr=False
+    )
+
+    def reported(self, dataflow: str) -> DataflowReport | None:
+        """The last report's entry of ``dataflow`` (indexed once per report: the status
+        writer asks for one Dataflow at a time, thousands of times a second)."""
+        report = self.report
+        if report is None:
+            return None
+        if self._index is None or self._index[0] is not report:
+            self._index = (report, {d.name: d for d in report.dataflows})
+        return self._index[1].get(dataflow)
 
 
 @dataclass(slots=True)
@@ -78,6 +91,10 @@ class ReplicaRuntime:
     def report(self) -> ReplicaReport | None:
         """The serving driver's last report."""
         return self.serving.report if self.serving is not None else None
+
+    def reported(self, dataflow: str) -> DataflowReport | None:
+        """The serving driver's last report of ``dataflow``."""
+        return self.serving.reported(dataflow) if self.serving is not None else None
 
 
 class ReplicaRegistry:
