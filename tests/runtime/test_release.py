@@ -11,12 +11,8 @@ import pyarrow as pa
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.changelog_store import ChangelogStore
-from dataflow_operator.runtime.engine.release import (
-    Releaser,
-    SourceReader,
-    committed_offsets,
-    compact_output,
-)
+from dataflow_operator.runtime.engine.committed import committed_offsets
+from dataflow_operator.runtime.engine.release import Releaser, SourceReader, compact_output
 from dataflow_operator.runtime.sources.ingested import IngestedCollection, IngestedUpper
 from dataflow_operator.runtime.storage import Location
 

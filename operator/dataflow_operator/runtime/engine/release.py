@@ -70,11 +70,9 @@ from dataflow_operator.runtime.storage import Location
 
 __all__ = [
     "HOLDING",
-    "Committed",
     "Installed",
     "Releaser",
     "SourceReader",
-    "committed_offsets",
     "compact_output",
     "release_all",
 ]
