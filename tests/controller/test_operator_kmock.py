@@ -179,6 +179,10 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
     await wait_for(lambda: _events(cluster, "df1", "Hydrated"))
     await wait_for(lambda: _events(cluster, "df1", "Accepted"))
     assert df["status"]["strategy"] == "Incremental"
+    # kopf keeps no diff base on the object: nothing reads it (see handlers.NoDiffBase)
+    df = await cluster.get("dataflows", "df1")
+    assert df is not None and df["metadata"]["finalizers"] == ["dataflow.dev/finalizer"]
+    assert not (df["metadata"].get("annotations") or {})
     assert not await _events(cluster, "df1", "Recompute")
     # editing a dataflow reinstalls it; the replica is not restarted. This edit makes it a
     # recomputed query: the replica's report, then the status and an Event say so and why.
