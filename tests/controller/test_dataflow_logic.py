@@ -16,7 +16,6 @@ from dataflow_operator.controller.dataflow.logic import (
     ReplicaSeen,
     Validity,
     dataflow_status,
-    dependents,
     desired_dataflows,
     status_patch,
     validate,
@@ -67,15 +66,6 @@ def test_unknown_dataflow_source() -> None:
     down = dataflow("down", [{"name": "u", "dataflow": {"name": "missing"}}], sql="SELECT * FROM u")
     result = validate({"down": down.spec}, ["down"])["down"]
     assert (result.ok, result.reason) == (False, "UnknownSource")
-
-
-def test_dependents_are_transitive() -> None:
-    a = dataflow("a", [TABLE])
-    b = dataflow("b", [{"name": "a", "dataflow": {"name": "a"}}])
-    c = dataflow("c", [{"name": "a", "dataflow": {"name": "b"}}])
-    specs = {"a": a.spec, "b": b.spec, "c": c.spec}
-    assert dependents(specs, ["a"]) == {"a", "b", "c"}
-    assert dependents(specs, ["c"]) == {"c"}
 
 
 def test_desired_set_holds_valid_not_deleted_dataflows_sorted() -> None:

@@ -18,7 +18,6 @@ __all__ = [
     "Condition",
     "ObjectMeta",
     "ReplicaMeta",
-    "SpecModel",
 ]
 
 GROUP = "dataflow.dev"
@@ -38,10 +37,6 @@ class ApiModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """The JSON-ready dict with camelCase keys and no unset optional fields."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-SpecModel = ApiModel
-"""Specs reject unknown fields so that a typo is an error, not a silent no-op."""
 
 
 def _checked(rule: Callable[[str], str | None]) -> AfterValidator:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataflow_operator.api.meta import Condition as ApiCondition
 from dataflow_operator.core.conditions import Condition, ConditionStatus
 
-__all__ = ["condition_status", "from_api", "to_api"]
+__all__ = ["from_api", "to_api"]
 
 
 def from_api(conditions: Sequence[ApiCondition]) -> list[Condition]:
@@ -38,8 +38,3 @@ def to_api(conditions: Sequence[Condition]) -> list[ApiCondition]:
         )
         for c in conditions
     ]
-
-
-def condition_status(conditions: Sequence[ApiCondition], type_: str) -> str | None:
-    """``True``/``False``/``Unknown`` of one condition, or ``None`` if absent."""
-    return next((c.status for c in conditions if c.type == type_), None)

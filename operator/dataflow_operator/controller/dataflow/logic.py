@@ -4,8 +4,6 @@ replica, and the status that the replicas' reports add up to.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,11 +30,9 @@ __all__ = [
     "ReplicaSeen",
     "Validity",
     "dataflow_status",
-    "dependents",
     "desired_dataflows",
     "desired_entry",
     "recompute_message",
-    "spec_digest",
     "status_patch",
     "validate",
 ]
@@ -75,12 +71,6 @@ def recompute_message(reason: str) -> str:
     )
 
 
-def spec_digest(spec: DataflowSpec) -> str:
-    """A short hash of a spec's content (what decides whether it must be reinstalled)."""
-    encoded = json.dumps(spec.to_wire(), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
-
-
 def validate(specs: Mapping[str, DataflowSpec], names: Iterable[str]) -> dict[str, Validity]:
     """Validity of each of ``names`` against the whole cluster's ``specs``.
 
@@ -103,24 +93,6 @@ def validate(specs: Mapping[str, DataflowSpec], names: Iterable[str]) -> dict[st
             result[name] = Validity(False, error.reason, error.message, error.field)
             continue
         result[name] = Validity(ok=True, timeline=str(timeline) if timeline else None)
-    return result
-
-
-def dependents(specs: Mapping[str, DataflowSpec], changed: Iterable[str]) -> set[str]:
-    """``changed`` and every dataflow that reads one of them, transitively."""
-    readers: dict[str, set[str]] = {}
-    for name, spec in specs.items():
-        for source in spec.sources:
-            if source.dataflow is not None:
-                readers.setdefault(source.dataflow.name, set()).add(name)
-    result: set[str] = set()
-    pending = list(changed)
-    while pending:
-        name = pending.pop()
-        if name in result:
-            continue
-        result.add(name)
-        pending.extend(readers.get(name, ()))
     return result
 
 
