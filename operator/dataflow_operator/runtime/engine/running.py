@@ -22,7 +22,7 @@ from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
 from dataflow_operator.runtime.engine.clock import ClockFile
-from dataflow_operator.runtime.engine.layout import DataflowLayout, last_offsets, offsets_of
+from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
 from dataflow_operator.runtime.engine.sink import write_batch
 from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.hydration.dataflow import DataflowHydration
@@ -346,11 +346,6 @@ class RunningDataflow:
             rows += int(operator.get("numRowsTotal", 0))
             bytes_ += int(operator.get("memoryUsedBytes", 0))
         self.status.state_rows, self.status.state_bytes = rows, bytes_
-
-    def source_offsets(self) -> list[dict[str, int]]:
-        """Each source's offset in the latest batch (its ``upper`` and position)."""
-        latest = last_offsets(self.settings.layout.checkpoint)
-        return latest[1] if latest is not None else []
 
     def state_metrics(self) -> list[dict[str, Any]]:
         """The state operators of the last progress, as Spark reports them."""

@@ -16,16 +16,14 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.changelog import DIFF, TIME
+from dataflow_operator.runtime.strategies.columns import KEY, ROW, SIDE
 from dataflow_operator.runtime.strategies.held import HeldUpdates
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["KEY", "LEFT_ROW", "RIGHT_ROW", "ROW", "SIDE", "ArrangedJoin", "Joined"]
+__all__ = ["LEFT_ROW", "RIGHT_ROW", "ArrangedJoin", "Joined"]
 
-SIDE = "__side"
-KEY = "__key"
-ROW = "__row"
 LEFT_ROW = "__lrow"
 RIGHT_ROW = "__rrow"
 

@@ -43,10 +43,11 @@ from dataflow_operator.runtime.sources.frames import (
 )
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies.aggregate import GroupTotals
+from dataflow_operator.runtime.strategies.columns import BUCKET
 from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
-from dataflow_operator.runtime.strategies.temporal_filter import BUCKET, apply_bounds
+from dataflow_operator.runtime.strategies.temporal_filter import apply_bounds
 
 __all__ = [
     "BUCKETS",

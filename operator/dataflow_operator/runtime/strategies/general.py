@@ -34,14 +34,13 @@ from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.strategies.columns import KEY, ROW
 from dataflow_operator.runtime.strategies.fuse import fused
 from dataflow_operator.runtime.token import Token
 
 __all__ = ["INPUT", "ROW", "Recompute", "inputs_changelog"]
 
 INPUT = "__input"
-ROW = "__row"
-KEY = "__key"
 COUNT = "__count"
 
 

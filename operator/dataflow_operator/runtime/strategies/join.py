@@ -33,17 +33,13 @@ from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 from dataflow_operator.core.join import JoinPlan, joined_column
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.strategies.arrangement import (
-    KEY,
     LEFT_ROW,
     RIGHT_ROW,
-    ROW,
-    SIDE,
     ArrangedJoin,
 )
+from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW, SIDE
 
 __all__ = ["joined_changelog"]
-
-BUCKET = "__bucket"
 
 JSON_OPTIONS = {
     "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",

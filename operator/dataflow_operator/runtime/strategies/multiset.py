@@ -22,12 +22,11 @@ from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.core.multiset import MultisetPlan
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.strategies.columns import BUCKET, ROW, SIDE
 from dataflow_operator.runtime.strategies.join import JSON_OPTIONS
-from dataflow_operator.runtime.strategies.row_counts import ROW, SIDE, RowCounts
+from dataflow_operator.runtime.strategies.row_counts import RowCounts
 
 __all__ = ["multiset_changelog"]
-
-BUCKET = "__bucket"
 
 
 def multiset_changelog(

@@ -18,15 +18,14 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.multiplicity import SetOperation, output_multiplicity
+from dataflow_operator.runtime.strategies.columns import ROW, SIDE
 from dataflow_operator.runtime.strategies.held import HeldUpdates
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ROW", "SIDE", "RowCounts", "Update"]
+__all__ = ["RowCounts", "Update"]
 
-SIDE = "__side"
-ROW = "__row"
 
 Update = tuple[int, str, int]
 """One held input update: side, row JSON, diff."""

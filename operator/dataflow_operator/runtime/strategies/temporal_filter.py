@@ -32,6 +32,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.runtime.strategies.columns import BUCKET
 from dataflow_operator.runtime.strategies.held import HeldUpdates
 
 if TYPE_CHECKING:
@@ -39,11 +40,10 @@ if TYPE_CHECKING:
 
     from dataflow_operator.core.temporal import TemporalBound
 
-__all__ = ["BUCKET", "LOWER", "UPPER", "TemporalFilter", "apply_bounds"]
+__all__ = ["LOWER", "UPPER", "TemporalFilter", "apply_bounds"]
 
 LOWER = "__lower"
 UPPER = "__upper"
-BUCKET = "__bucket"
 
 
 class TemporalFilter(StatefulProcessor):
