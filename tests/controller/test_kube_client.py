@@ -29,6 +29,15 @@ def _certificate(directory: Path) -> tuple[bytes, bytes]:
     return cert.read_bytes(), key.read_bytes()
 
 
+@pytest.fixture(autouse=True)
+def _private_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Key directories go to this test's own temp dir: other processes of the suite
+    (operators under test) make their own in the shared one meanwhile."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+
+
 def _key_directories() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("dataflow-operator-*"))
 
