@@ -12,7 +12,8 @@ __all__ = ["BUCKET", "KEY", "ROW", "SIDE"]
 SIDE = "__side"
 """Which input of a join or set operation an update comes from."""
 KEY = "__key"
-"""A row's key (join key, group key) serialized as one value."""
+"""What updates are matched by, serialized as one value: a join's key; in a recompute,
+the whole output row."""
 ROW = "__row"
 """A whole row serialized as one value."""
 BUCKET = "__bucket"

@@ -38,7 +38,7 @@ from dataflow_operator.runtime.strategies.columns import KEY, ROW
 from dataflow_operator.runtime.strategies.fuse import fused
 from dataflow_operator.runtime.token import Token
 
-__all__ = ["INPUT", "ROW", "Recompute", "inputs_changelog"]
+__all__ = ["INPUT", "Recompute", "inputs_changelog"]
 
 INPUT = "__input"
 COUNT = "__count"
