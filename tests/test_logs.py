@@ -35,6 +35,20 @@ def test_json_lines_carry_bound_context(capsys: pytest.CaptureFixture[str]) -> N
     assert line["level"] == "info" and line["timestamp"].endswith("Z")
 
 
+def test_json_lines_keep_the_exception_of_a_logged_failure(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging(json=True, level="INFO")
+    try:
+        raise LookupError("no such key")
+    except LookupError:
+        get_logger("t").exception("status computation failed", name="df1")
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    (raised,) = line["exception"]
+    assert (raised["exc_type"], raised["exc_value"]) == ("LookupError", "no such key")
+    assert raised["frames"] and "exc_info" not in line
+
+
 def test_py4j_info_is_silenced(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging(json=True, level="INFO")
     logging.getLogger("py4j.clientserver").info("Received command c on object id p0")

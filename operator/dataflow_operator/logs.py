@@ -43,8 +43,11 @@ def configure_logging(*, json: bool | None = None, level: str | None = None) -> 
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: Any = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    # JSON keeps an exception as a structured ``exception`` field; the console renders it.
+    rendering: list[Any] = (
+        [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+        if json
+        else [structlog.dev.ConsoleRenderer(colors=False)]
     )
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
@@ -56,7 +59,7 @@ def configure_logging(*, json: bool | None = None, level: str | None = None) -> 
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
         )
     )
     root = logging.getLogger()

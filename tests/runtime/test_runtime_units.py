@@ -17,7 +17,7 @@ from dataflow_operator.runtime.changelog_store import ChangelogStore, consolidat
 from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.cli.run import format_update
 from dataflow_operator.runtime.engine.clock import ClockFile, TickPlan
-from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.errors import PythonRaise, is_data_error, one_line
 from dataflow_operator.runtime.sources.logs import HeldInput, list_data_files
 from dataflow_operator.runtime.sources.reader import ChangelogReader
 from dataflow_operator.runtime.storage import Location
@@ -130,19 +130,31 @@ def test_consolidate_cancels_equal_updates() -> None:
     assert consolidate(table).to_pylist() == [{"a": "y", "__time": 1, "__diff": 2}]
 
 
-def test_one_line_errors_keep_the_innermost_python_error() -> None:
-    text = "Traceback…\n  File x\nBadValue: a.json: row 3: diff 'x' is not an integer\n\tat y"
-    assert one_line(RuntimeError(text)) == "a.json: row 3: diff 'x' is not an integer"
-    assert one_line(RuntimeError("[STREAM_FAILED] Query failed\nmore")) == (
-        "STREAM_FAILED: Query failed"
+def test_a_traceback_names_its_last_exception_and_resolves_its_class() -> None:
+    text = (
+        'Traceback (most recent call last):\n  File "x.py", line 1, in read\n'
+        "    raise KeyError('k')\nKeyError: 'k'\n\nDuring handling of the above exception, "
+        "another exception occurred:\n\nTraceback (most recent call last):\n  File x\n"
+        "dataflow_operator.runtime.values.BadValue: a.json: row 3: not an integer\n SQLSTATE: 38000"
     )
+    raised = PythonRaise.from_traceback(text)
+    assert raised == PythonRaise(
+        "dataflow_operator.runtime.values.BadValue", "a.json: row 3: not an integer"
+    )
+    assert raised.resolve() is BadValue and raised.is_data_error()
+    assert PythonRaise("ConnectionResetError", "peer").resolve() is ConnectionResetError
+    assert not PythonRaise("ConnectionResetError", "peer").is_data_error()
+    assert PythonRaise("not_loaded_module.Error", "x").resolve() is None
+    assert PythonRaise.from_traceback("Python worker failed to connect back.") is None
 
 
-def test_data_errors_are_not_retried_but_lost_workers_are() -> None:
-    from dataflow_operator.runtime.errors import is_data_error
-
-    assert is_data_error(RuntimeError("…\nBadValue: a.json: row 1: diff 'x' is not an integer"))
-    assert not is_data_error(RuntimeError("[STREAM_FAILED] Python worker failed to connect back"))
+def test_errors_outside_spark_are_their_first_line_and_data_errors_by_class() -> None:
+    assert one_line(RuntimeError("\nfirst line\nsecond")) == "first line"
+    assert one_line(RuntimeError()) == "RuntimeError"
+    assert one_line(BadValue("row 1: not an integer")) == "row 1: not an integer"
+    assert is_data_error(BadValue("row 1")) and is_data_error(FileNotFoundError("a.json"))
+    assert not is_data_error(RuntimeError("Python worker failed to connect back"))
+    assert not is_data_error(ConnectionResetError("peer"))
 
 
 def test_a_changelog_reader_holds_back_files_at_or_past_the_expiration(tmp_path: Path) -> None:
