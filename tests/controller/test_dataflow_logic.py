@@ -17,6 +17,7 @@ from dataflow_operator.controller.dataflow.logic import (
     Validity,
     dataflow_status,
     desired_dataflows,
+    status_events,
     status_patch,
     validate,
 )
@@ -221,3 +222,41 @@ def test_input_released_names_the_replica_that_holds_a_source_back() -> None:
     edited = dataflow("d", [TABLE]).spec  # no source releases files any more
     plain = dataflow_status(1, status, Validity(True), seen, T0, name="d", spec=edited)
     assert sorted(c.type for c in plain.conditions) == ["Hydrated", "Ready"]
+
+
+def _status(hydrated: str | None = None, reason: str | None = None) -> DataflowStatus:
+    conditions = (
+        []
+        if hydrated is None
+        else [
+            {
+                "type": "Hydrated",
+                "status": hydrated,
+                "reason": "Hydrated" if hydrated == "True" else "NotHydrated",
+                "message": f"hydrated={hydrated}",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
+    )
+    strategy = {"strategy": "Recompute", "strategyReason": reason} if reason else {}
+    return DataflowStatus.model_validate({"conditions": conditions, **strategy})
+
+
+def test_a_written_status_announces_hydration_flips_but_not_a_new_dataflow() -> None:
+    assert status_events(_status(), _status("False")) == []  # new: nothing happened yet
+    assert status_events(_status(), _status("True")) == [("Hydrated", "hydrated=True")]
+    assert status_events(_status("False"), _status("True")) == [("Hydrated", "hydrated=True")]
+    assert status_events(_status("True"), _status("False")) == [("NotHydrated", "hydrated=False")]
+    # an operator restart starts from the status on the object: no second announcement
+    assert status_events(_status("True"), _status("True")) == []
+
+
+def test_a_written_status_announces_each_reason_for_a_recompute_once() -> None:
+    why, other = "a window function", "a LIMIT"
+    (event,) = status_events(_status("True"), _status("True", why))
+    assert event[0] == "Recompute" and event[1].startswith(f"maintained by recompute: {why};")
+    assert status_events(_status("True", why), _status("True", why)) == []
+    assert [r for r, _ in status_events(_status("True", why), _status("True", other))] == [
+        "Recompute"
+    ]
+    assert status_events(_status("True", why), _status("True")) == []

@@ -176,7 +176,11 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
     )
     entry = df["status"]["replicas"][0]
     assert (entry["replica"], entry["hydrated"], entry["hydrationTime"]) == ("r1", True, "2s500ms")
-    await wait_for(lambda: _events(cluster, "df1", "Hydrated"))
+    # the status writer announces the flip it wrote, once, about this very object
+    (hydrated,) = await wait_for(lambda: _events(cluster, "df1", "Hydrated"))
+    assert (hydrated["type"], hydrated["message"]) == ("Normal", "hydrated on r1")
+    assert hydrated["involvedObject"]["uid"] == df["metadata"]["uid"]
+    assert hydrated["source"]["component"] == "dataflow-operator"
     await wait_for(lambda: _events(cluster, "df1", "Accepted"))
     assert df["status"]["strategy"] == "Incremental"
     # kopf keeps no diff base on the object: nothing reads it (see handlers.NoDiffBase)

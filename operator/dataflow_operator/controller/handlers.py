@@ -24,6 +24,7 @@ from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.control_client import ControlClient
 from dataflow_operator.controller.dataflow import kopf_handlers as dataflow_handlers
 from dataflow_operator.controller.dataflow.status_writer import run_status_writer
+from dataflow_operator.controller.events import REPORTING_COMPONENT
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.naming import FINALIZER
 from dataflow_operator.controller.replica import kopf_handlers as replica_handlers
@@ -66,6 +67,7 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = REPORTING_COMPONENT
     settings.background.cancellation_polling = 5
     settings.peering.lifetime = PEERING_LIFETIME
 

@@ -3,9 +3,8 @@
 Validation runs against the whole cluster (a dataflow may read others), the result
 becomes the Ready condition (written by the status writer) and, when invalid, a Warning
 Event with the core's exact message. Installing is the replica daemons' job: they are
-woken to send their full desired set, from which an invalid dataflow is absent. Events
-that follow the status are posted from the watch, in the object's own handler: Hydrated,
-and Recompute (a replica planned the query and maintains it by recompute; it says why).
+woken to send their full desired set, from which an invalid dataflow is absent. The
+Events that follow the status (Hydrated, Recompute) are posted by the status writer.
 """
 
 from __future__ import annotations
@@ -16,10 +15,9 @@ from typing import Any
 
 import kopf
 
-from dataflow_operator.controller.dataflow.logic import recompute_message
 from dataflow_operator.controller.state import OperatorState
 
-__all__ = ["announce_hydration", "announce_strategy", "dataflow_changed", "dataflow_deleted"]
+__all__ = ["dataflow_changed", "dataflow_deleted"]
 
 
 def _cluster(body: Mapping[str, Any]) -> str | None:
@@ -74,38 +72,6 @@ def dataflow_changed(
         state.replicas.wake_cluster(namespace, cluster)
     elif not deleted and body.get("status") is None:
         state.mark_dirty(namespace, cluster, [name])
-
-
-def announce_hydration(body: kopf.Body, memo: kopf.Memo) -> None:
-    """An Event when the Hydrated condition (written by the status writer) flips.
-
-    Seen on the watch, in the object's own handler, so that kopf can post it.
-    """
-    conditions = (body.get("status") or {}).get("conditions") or []
-    hydrated = next((c for c in conditions if c.get("type") == "Hydrated"), None)
-    status = hydrated.get("status") if hydrated else None
-    previous = memo.get("hydrated")
-    memo["hydrated"] = status
-    if hydrated is None or status == previous or (previous is None and status != "True"):
-        return
-    kopf.event(
-        body,
-        type="Normal",
-        reason=str(hydrated.get("reason")),
-        message=str(hydrated.get("message")),
-    )
-
-
-def announce_strategy(body: kopf.Body, memo: kopf.Memo) -> None:
-    """A Normal ``Recompute`` Event when the status (from the replicas' reports) says the
-    query is recomputed, and why; again if the reason changes (an edit)."""
-    status = body.get("status") or {}
-    reason = status.get("strategyReason") if status.get("strategy") == "Recompute" else None
-    previous = memo.get("recompute")
-    memo["recompute"] = reason
-    if reason is None or reason == previous:
-        return
-    kopf.event(body, type="Normal", reason="Recompute", message=recompute_message(str(reason)))
 
 
 def dataflow_deleted(

@@ -79,8 +79,6 @@ async def dataflow_event(
             dataflows=dataflows_by_cluster,
             deleted=type == "DELETED",
         )
-        changes.announce_hydration(body, memo)
-        changes.announce_strategy(body, memo)
 
 
 @kopf.on.delete(*DATAFLOWS)

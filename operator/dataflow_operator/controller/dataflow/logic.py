@@ -33,6 +33,7 @@ __all__ = [
     "desired_dataflows",
     "desired_entry",
     "recompute_message",
+    "status_events",
     "status_patch",
     "validate",
 ]
@@ -294,3 +295,25 @@ def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, An
     patch: dict[str, Any] = {key: value for key, value in new.items() if old.get(key) != value}
     patch.update({key: None for key in old if key not in new})
     return patch
+
+
+def status_events(old: DataflowStatus, new: DataflowStatus) -> list[tuple[str, str]]:
+    """The Normal Events (reason, message) that writing ``new`` over ``old`` announces.
+
+    The Hydrated condition's flips, except its first ``False`` (a new Dataflow is not
+    hydrated yet: nothing happened), and each reason the query is recomputed for.
+    ``old`` is the status on the object, so an operator restart announces nothing again.
+    """
+    events: list[tuple[str, str]] = []
+    before = next((c for c in old.conditions if c.type == HYDRATED), None)
+    after = next((c for c in new.conditions if c.type == HYDRATED), None)
+    if after is not None and (
+        (before is not None and before.status != after.status)
+        or (before is None and after.status == "True")
+    ):
+        events.append((after.reason, after.message))
+    recomputed = new.strategy_reason if new.strategy == "Recompute" else None
+    was_recomputed = old.strategy_reason if old.strategy == "Recompute" else None
+    if recomputed is not None and recomputed != was_recomputed:
+        events.append(("Recompute", recompute_message(recomputed)))
+    return events

@@ -9,7 +9,8 @@ once, the marked ones are taken in rounds, changes before progress (see
 :mod:`.status_queue`), the writes to the API server are rate-limited
 (``DATAFLOW_STATUS_QPS``), progress-only writes use only the rate that changes leave
 spare (half a second's worth is kept for changes), and they are shed first while the
-operator is busy (see :mod:`.progress_budget`).
+operator is busy (see :mod:`.progress_budget`). What a written status announces
+(hydration flips, a recompute and why) is posted as Events here, where it is decided.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from dataflow_operator.api.dataflow import DataflowStatus
 from dataflow_operator.controller.dataflow.logic import (
     ReplicaSeen,
     dataflow_status,
+    status_events,
     status_patch,
 )
 from dataflow_operator.controller.dataflow.progress_budget import ProgressBudget, watch_loop_lag
 from dataflow_operator.controller.dataflow.status_queue import DataflowKey
+from dataflow_operator.controller.events import post_event
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.rate_limit import TokenBucket
 from dataflow_operator.controller.state import OperatorState, now_ms
@@ -153,6 +156,16 @@ async def _write(
         )
         state.metrics.status_lag_seconds.observe(max(0, now_ms() - since) / 1000)
         _log.debug("status written", namespace=namespace, name=name, keys=sorted(patch))
+        if parsed is not None:
+            involved = parsed.model_dump(by_alias=True, include={"api_version", "kind", "metadata"})
+            for reason, message in status_events(old, status):
+                await limiter.acquire()
+                try:
+                    await post_event(
+                        state.kube, involved, type="Normal", reason=reason, message=message
+                    )
+                except (ApiError, OSError, TimeoutError) as error:  # the status is written
+                    _log.warning("event not posted", name=name, reason=reason, error=str(error))
     written[(namespace, name)] = (new, status)
 
 
