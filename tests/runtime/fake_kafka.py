@@ -102,6 +102,6 @@ def reader(options: SourceOptions) -> FileTopic:
     return FileTopic(Path(options.bootstrap_servers), options.topic)
 
 
-def admin(servers: str) -> FileGroups:
-    """The factory the runtime calls for an admin client."""
+def admin(servers: str, config: Mapping[str, str | bool]) -> FileGroups:
+    """The factory the runtime calls for an admin client (files need no configuration)."""
     return FileGroups(Path(servers))

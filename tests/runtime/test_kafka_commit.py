@@ -75,7 +75,7 @@ def _commit(checkpoint: Path, batches: list[dict[int, int]]) -> None:
 
 def _releaser(admin: FakeAdmin, *, own_cluster: bool = True) -> Releaser:
     releaser = Releaser(own_cluster=own_cluster)
-    releaser.groups = GroupCommitter(lambda servers: admin, synchronous=True)
+    releaser.groups = GroupCommitter(lambda servers, config: admin, synchronous=True)
     return releaser
 
 
@@ -173,7 +173,7 @@ def test_why_kafka_could_not_be_read_is_in_the_report(tmp_path: Path) -> None:
 
 def test_commits_run_in_the_background_and_their_failure_comes_back(tmp_path: Path) -> None:
     admin = FakeAdmin()
-    committer = GroupCommitter(lambda servers: admin)
+    committer = GroupCommitter(lambda servers, config: admin)
     source, key = _source(), ("d", "clicks")
     committer.commit_source(source, "c", key, {0: 3}, {0: 3})  # handed over
     committer.close()  # waits for the commit under way

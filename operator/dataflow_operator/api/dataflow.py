@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ObjectMeta
 from dataflow_operator.api.types import (
@@ -19,6 +20,7 @@ from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.core.timelines import Timeline
 
 __all__ = [
+    "KAFKA_OWNED_PROPERTIES",
     "ChangelogSource",
     "CleanSource",
     "Dataflow",
@@ -39,6 +41,7 @@ __all__ = [
     "SourceKind",
     "SourceStatus",
     "TableSource",
+    "is_secret_kafka_property",
 ]
 
 SQL_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -188,6 +191,91 @@ class DataflowSource(ApiModel):
     )
 
 
+KAFKA_PROPERTY_NAME = r"^[a-z0-9]+([._-][a-z0-9]+)*$"
+"""A librdkafka configuration property's name (``security.protocol``)."""
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+"""An environment variable's name."""
+MAX_KAFKA_PROPERTIES = 64
+"""Entries of ``properties`` and of ``propertiesFromEnv``, at most each."""
+MAX_KAFKA_PROPERTY_VALUE = 8192
+"""Characters of a property's value, at most (a PEM certificate fits; larger files go by
+their ``*.location``)."""
+KAFKA_OWNED_PROPERTIES: dict[str, str] = {
+    "bootstrap.servers": "use bootstrapServers",
+    "group.id": "use groupId",
+    "enable.auto.commit": "the replicas never commit while reading",
+    "enable.auto.offset.store": "the replicas keep their own positions",
+    "auto.offset.reset": "a partition is read from its oldest record kept",
+}
+"""The Kafka client properties a kafka source sets itself (the runtime's clients set
+exactly these), each with what to do instead."""
+KAFKA_SECRET_PROPERTIES = frozenset({"sasl.jaas.config", "sasl.oauthbearer.config", "ssl.key.pem"})
+"""Properties that hold a secret without saying so in their name."""
+KAFKA_SECRET_WORDS = ("password", "secret")
+"""A property whose name contains one of these holds a secret."""
+
+
+def _kafka_property_problem(name: str) -> str | None:
+    """Why ``name`` may not be a kafka source's client property, if it may not."""
+    if not re.fullmatch(KAFKA_PROPERTY_NAME, name):
+        return (
+            f"{name!r} is not a Kafka client property name (lowercase words joined by "
+            "'.', '_' or '-', e.g. security.protocol)"
+        )
+    if name in KAFKA_OWNED_PROPERTIES:
+        return f"{name!r} is set by the source: {KAFKA_OWNED_PROPERTIES[name]}"
+    return None
+
+
+def is_secret_kafka_property(name: str) -> bool:
+    """Whether a Kafka client property holds a secret (its value must not be in a spec)."""
+    return name in KAFKA_SECRET_PROPERTIES or any(word in name for word in KAFKA_SECRET_WORDS)
+
+
+def _plain_properties(properties: dict[str, str]) -> dict[str, str]:
+    """``properties``, if each may be given in the spec, with its value."""
+    problems = [
+        problem for name in properties if (problem := _kafka_property_problem(name)) is not None
+    ]
+    problems += [
+        f"{name!r} holds a secret: put it in propertiesFromEnv and set the variable "
+        "from a Secret in the Replica's spec.env"
+        for name in properties
+        if _kafka_property_problem(name) is None and is_secret_kafka_property(name)
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return properties
+
+
+def _env_properties(properties: dict[str, str]) -> dict[str, str]:
+    """``propertiesFromEnv``, if each property may be given."""
+    problems = [
+        problem for name in properties if (problem := _kafka_property_problem(name)) is not None
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return properties
+
+
+def _env_name(name: str) -> str:
+    """``name``, if it names an environment variable."""
+    if not re.fullmatch(ENV_NAME, name):
+        raise ValueError(
+            f"{name!r} is not an environment variable name (letters, digits and '_', "
+            "not starting with a digit)"
+        )
+    return name
+
+
+PropertyValue = Annotated[str, Field(max_length=MAX_KAFKA_PROPERTY_VALUE)]
+EnvName = Annotated[
+    str,
+    AfterValidator(_env_name),
+    WithJsonSchema({"type": "string", "maxLength": 253, "pattern": ENV_NAME}),
+]
+
+
 class KafkaSource(ApiModel):
     """A Kafka topic: each record is an insert at its timestamp (on the source's timeline).
 
@@ -213,6 +301,38 @@ class KafkaSource(ApiModel):
     max_records_per_batch: int = Field(
         default=10_000, ge=1, le=10_000_000, description="Records read per batch, at most."
     )
+    properties: Annotated[dict[str, PropertyValue], AfterValidator(_plain_properties)] = Field(
+        default_factory=dict,
+        max_length=MAX_KAFKA_PROPERTIES,
+        description="librdkafka client properties of the source's consumer and of the "
+        "admin client that commits its group, e.g. security.protocol: SASL_SSL, "
+        "sasl.mechanism: SCRAM-SHA-512, ssl.ca.location: /etc/kafka-ca/ca.crt. Not for "
+        "secrets: a property whose name contains 'password' or 'secret', "
+        "sasl.jaas.config, sasl.oauthbearer.config and ssl.key.pem are refused here (give "
+        "them in propertiesFromEnv). The source sets bootstrap.servers, group.id, "
+        "enable.auto.commit, enable.auto.offset.store and auto.offset.reset itself. At "
+        f"most {MAX_KAFKA_PROPERTIES}.",
+    )
+    properties_from_env: Annotated[dict[str, EnvName], AfterValidator(_env_properties)] = Field(
+        default_factory=dict,
+        max_length=MAX_KAFKA_PROPERTIES,
+        description="librdkafka client properties whose values are read from the "
+        "replica's environment: property name → environment variable name, e.g. "
+        "sasl.password: KAFKA_PASSWORD, the variable set in the Replica's spec.env from a "
+        "Secret (valueFrom.secretKeyRef). Only the names are in the spec and in Spark's "
+        "plans; a variable missing on the replica fails the source, naming it. At most "
+        f"{MAX_KAFKA_PROPERTIES}.",
+    )
+
+    @model_validator(mode="after")
+    def _each_property_given_once(self) -> KafkaSource:
+        both = sorted(set(self.properties) & set(self.properties_from_env))
+        if both:
+            names = ", ".join(repr(name) for name in both)
+            raise ValueError(
+                f"{names} given in both properties and propertiesFromEnv: give each in one"
+            )
+        return self
 
 
 class SourceKind(StrEnum):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
+from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api.catalog import Catalog
@@ -33,6 +34,7 @@ from dataflow_operator.runtime.sources.frames import SourceInput
 from dataflow_operator.runtime.sources.ingested import IngestedCollection
 from dataflow_operator.runtime.sources.kafka import default_group_id
 from dataflow_operator.runtime.sources.kafka_client import CLIENT_ENV
+from dataflow_operator.runtime.sources.kafka_config import encode_properties
 from dataflow_operator.runtime.sources.logs import HELD_FILE, INGESTED_DIR, HeldInput
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies.build import build_dataflow
@@ -184,6 +186,9 @@ class DataflowStarter:
                 "max_records": str(kafka.max_records_per_batch),
                 "wall_clock": str(timeline == Timeline.epoch_milliseconds()).lower(),
                 "kafka_client": os.environ.get(CLIENT_ENV, ""),
+                # the variables' names only: their values are read where a client is made
+                "kafka_properties": encode_properties(kafka.properties),
+                "kafka_properties_from_env": encode_properties(kafka.properties_from_env),
             }
             return SourceInput(source.name, kafka.schema_, options)
         settings = source.table or source.files or source.changelog
@@ -206,6 +211,18 @@ class DataflowStarter:
         return SourceInput(source.name, settings.schema_, options)
 
 
+def _reads_alike(recorded: str | None, source: Source) -> bool:
+    """Whether the source recorded (:data:`SOURCE_FILE`) has ``source``'s settings; a
+    field added since it was recorded reads back as its default (a kafka source recorded
+    before ``properties`` existed is kept)."""
+    if recorded is None:
+        return False
+    try:
+        return Source.model_validate_json(recorded) == source
+    except ValidationError:
+        return False
+
+
 def remove_state(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:
     """Remove a dataflow's state and its sink's contents (it starts over).
 
@@ -216,8 +233,10 @@ def remove_state(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:
     kept = {
         source.name
         for source in keep
-        if (logs := layout.source_logs(source.name)).child(SOURCE_FILE).read_text_or_none()
-        == source.model_dump_json(by_alias=True)
+        if _reads_alike(
+            (logs := layout.source_logs(source.name)).child(SOURCE_FILE).read_text_or_none(),
+            source,
+        )
         and IngestedCollection(logs.child(INGESTED_DIR)).truncate()
     }
     for name in layout.root.list(directories=True) + layout.root.list():

@@ -7,7 +7,9 @@ progress. After each release step the engine hands :class:`GroupCommitter` the
 positions to commit: the source's offset resumption frontier on this replica, or, on a
 cluster, its meet with what the operator sent (``PUT /release``: the meet over every
 replica). Offsets only move forward (:func:`~dataflow_operator.core.kafka.to_commit`);
-what the group had is asked once, then remembered.
+what the group had is asked once, then remembered. The admin client connects as the
+source's reader does (:func:`admin_config`: its ``properties`` and ``propertiesFromEnv``),
+so a secured broker accepts the commit too.
 
 Commits run in the background, one at a time per group, so that a broker out of reach
 never holds the engine's steps: a release hands over the newest positions and takes the
@@ -18,6 +20,7 @@ the next release. It never stops a dataflow.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -26,10 +29,24 @@ from typing import Protocol
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.kafka import positions_meet, to_commit
 from dataflow_operator.runtime.sources.kafka import POSITIONS_FILE, default_group_id
-from dataflow_operator.runtime.sources.kafka_client import KafkaFailure, client_factory
+from dataflow_operator.runtime.sources.kafka_client import (
+    KafkaFailure,
+    client_factory,
+    refused_config,
+)
+from dataflow_operator.runtime.sources.kafka_config import ClientConfig, client_config
 from dataflow_operator.runtime.storage import Location
 
-__all__ = ["ConfluentAdmin", "GroupAdmin", "GroupCommitter", "write_positions"]
+__all__ = [
+    "AdminFactory",
+    "ConfluentAdmin",
+    "GroupAdmin",
+    "GroupCommitter",
+    "GroupKey",
+    "admin_config",
+    "config_digest",
+    "write_positions",
+]
 
 TIMEOUT = 10.0
 """Seconds one admin request may take."""
@@ -53,29 +70,54 @@ class GroupAdmin(Protocol):
         ...
 
 
-class GroupCommitter:
-    """Commits consumer groups' offsets, one admin client per bootstrap servers; in the
-    background unless ``synchronous``."""
+AdminFactory = Callable[[str, ClientConfig], GroupAdmin]
+"""Makes the admin client of bootstrap servers with a configuration (``bootstrap.servers``
+and the source's client properties): :class:`ConfluentAdmin`, or a test's."""
+GroupKey = tuple[str, str, str, str]
+"""(servers, group, topic, :func:`config_digest` of the admin client's configuration): two
+sources that connect differently (other credentials) never share an admin client."""
 
-    def __init__(
-        self, connect: Callable[[str], GroupAdmin] | None = None, *, synchronous: bool = False
-    ) -> None:
-        self.connect = connect or client_factory("admin", ConfluentAdmin)
-        self._admins: dict[str, GroupAdmin] = {}
-        self._known: dict[tuple[str, str, str], dict[int, int]] = {}
-        """(servers, group, topic) → the group's offsets, as last read or committed."""
+
+def config_digest(config: Mapping[str, str | bool]) -> str:
+    """A digest of a client configuration: what tells admin clients apart without keeping
+    its secrets in the keys."""
+    text = json.dumps(sorted(config.items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def admin_config(source: Source, environ: Mapping[str, str] | None = None) -> ClientConfig:
+    """The configuration of the admin client that commits kafka ``source``'s group: its
+    bootstrap servers and client properties, as its reader connects (a variable of
+    ``propertiesFromEnv`` missing raises :class:`KafkaFailure`)."""
+    kafka = source.kafka
+    assert kafka is not None
+    owned: dict[str, str | bool] = {"bootstrap.servers": kafka.bootstrap_servers}
+    return client_config(kafka.topic, owned, kafka.properties, kafka.properties_from_env, environ)
+
+
+class GroupCommitter:
+    """Commits consumer groups' offsets, one admin client per bootstrap servers and
+    configuration; in the background unless ``synchronous``."""
+
+    def __init__(self, connect: AdminFactory | None = None, *, synchronous: bool = False) -> None:
+        self.connect: AdminFactory = connect or client_factory("admin", ConfluentAdmin)
+        self._admins: dict[tuple[str, str], GroupAdmin] = {}
+        """(servers, configuration digest) → its admin client."""
+        self._known: dict[GroupKey, dict[int, int]] = {}
+        """A group's offsets, as last read or committed."""
         self._pool = None if synchronous else ThreadPoolExecutor(1, "kafka-commit")
-        self._pending: dict[tuple[str, str, str], Future[dict[int, int]]] = {}
+        self._pending: dict[GroupKey, Future[dict[int, int]]] = {}
 
     def commit(
-        self, servers: str, group: str, topic: str, positions: Mapping[int, int]
+        self, key: GroupKey, config: ClientConfig, positions: Mapping[int, int]
     ) -> dict[int, int]:
-        """Commit ``positions`` where they are past the group's offsets; the group's
-        offsets after. Raises on a failure (nothing is remembered of it)."""
-        admin = self._admins.get(servers)
+        """Commit ``positions`` where they are past the group's offsets (the admin client
+        made with ``config``); the group's offsets after. Raises on a failure (nothing is
+        remembered of it)."""
+        servers, group, topic, digest = key
+        admin = self._admins.get((servers, digest))
         if admin is None:
-            admin = self._admins[servers] = self.connect(servers)
-        key = (servers, group, topic)
+            admin = self._admins[servers, digest] = self.connect(servers, config)
         known = self._known.get(key)
         if known is None:
             known = self._known[key] = admin.committed(group, topic)
@@ -101,7 +143,8 @@ class GroupCommitter:
         assert kafka is not None
         target = positions_meet([own, meet])
         group = kafka.group_id or default_group_id(cluster, *key)
-        at = (kafka.bootstrap_servers, group, kafka.topic)
+        config = admin_config(source)
+        at = (kafka.bootstrap_servers, group, kafka.topic, config_digest(config))
         failure: BaseException | None = None
         pending = self._pending.get(at)
         if pending is not None:
@@ -112,11 +155,11 @@ class GroupCommitter:
         if target and failure is None:
             if self._pool is None:
                 try:
-                    self.commit(*at, target)
+                    self.commit(at, config, target)
                 except Exception as error:
                     failure = error
             else:
-                self._pending[at] = self._pool.submit(self.commit, *at, target)
+                self._pending[at] = self._pool.submit(self.commit, at, config, target)
         if failure is not None:
             raise KafkaFailure(f"commit to consumer group {group!r}: {failure}") from failure
         return dict(self._known.get(at, {}))
@@ -140,12 +183,14 @@ def write_positions(logs: Location, seq: int, positions: Mapping[int, int]) -> N
 
 
 class ConfluentAdmin:
-    """:class:`GroupAdmin` on confluent-kafka's admin client."""
+    """:class:`GroupAdmin` on confluent-kafka's admin client, made with ``config`` (which
+    holds ``bootstrap.servers``: see :func:`admin_config`)."""
 
-    def __init__(self, servers: str) -> None:
+    def __init__(self, servers: str, config: Mapping[str, str | bool]) -> None:
         from confluent_kafka.admin import AdminClient
 
-        self.admin = AdminClient({"bootstrap.servers": servers})
+        with refused_config(f"servers {servers!r}", "admin client"):
+            self.admin = AdminClient({"bootstrap.servers": servers, **config})
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
         """The group's offsets for the topic (a partition never committed is absent)."""

@@ -59,7 +59,9 @@ from dataflow_operator.runtime.sources.kafka_client import (
     KafkaRecord,
     KafkaUnavailable,
     client_factory,
+    consumer_settings,
 )
+from dataflow_operator.runtime.sources.kafka_config import client_config
 from dataflow_operator.runtime.sources.logs import HELD_FILE, HeldInput
 from dataflow_operator.runtime.sources.options import NO_UNTIL, SourceOptions
 from dataflow_operator.runtime.values import BadValue, convert_row
@@ -304,4 +306,10 @@ def _confluent(options: SourceOptions) -> KafkaReader:
     if options.kafka_client:
         reader: KafkaReader = client_factory("reader", None, options.kafka_client)(options)
         return reader
-    return ConfluentReader(options.bootstrap_servers, options.topic, options.group_id)
+    config = client_config(
+        options.topic,
+        consumer_settings(options.bootstrap_servers, options.group_id),
+        options.kafka_properties,
+        options.kafka_properties_from_env,
+    )
+    return ConfluentReader(options.topic, config)

@@ -18,11 +18,13 @@ __all__ = [
     "KafkaRecord",
     "KafkaUnavailable",
     "client_factory",
+    "consumer_settings",
+    "refused_config",
 ]
 
 CLIENT_ENV = "DATAFLOW_KAFKA_CLIENT"
 """A module that makes the Kafka clients instead of confluent-kafka: its ``reader(options)``
-and ``admin(servers)`` (another client library, or a test's topic in files)."""
+and ``admin(servers, config)`` (another client library, or a test's topic in files)."""
 
 REQUEST_SECONDS = 2.0
 """How long a metadata or watermark request may take: a step waits for it, and a broker
@@ -74,23 +76,46 @@ class KafkaReader(Protocol):
         ...
 
 
+def consumer_settings(bootstrap_servers: str, group_id: str) -> dict[str, str | bool]:
+    """What :class:`ConfluentReader`'s consumer sets itself, whatever the source's
+    properties say (the api refuses these names in them)."""
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+    }
+
+
+@contextmanager
+def refused_config(where: str, client: str) -> Iterator[None]:
+    """A configuration the Kafka client refuses (an unknown property, a bad value) as
+    :class:`KafkaFailure` saying ``where`` (the topic): retrying would not help."""
+    from confluent_kafka import KafkaException
+
+    try:
+        yield
+    except KafkaException as error:
+        reason = error.args[0].str() if error.args else str(error)
+        raise KafkaFailure(
+            f"{where}: the Kafka {client} refused its configuration: {reason}"
+        ) from None
+
+
 class ConfluentReader:
     """:class:`KafkaReader` on confluent-kafka (librdkafka): positions are assigned, never
-    subscribed, so the replica never joins the consumer group nor commits to it here."""
+    subscribed, so the replica never joins the consumer group nor commits to it here.
 
-    def __init__(self, bootstrap_servers: str, topic: str, group_id: str) -> None:
+    ``config`` is the consumer's whole configuration (see
+    :func:`~.kafka_config.client_config` and :func:`consumer_settings`)."""
+
+    def __init__(self, topic: str, config: Mapping[str, str | bool]) -> None:
         from confluent_kafka import Consumer
 
         self.topic = topic
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap_servers,
-                "group.id": group_id,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "error",
-            }
-        )
+        with refused_config(f"topic {topic!r}", "consumer"):
+            self.consumer = Consumer(dict(config))
         self._next: dict[int, int] = {}
 
     def partitions(self) -> list[int]:

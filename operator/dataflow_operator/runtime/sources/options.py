@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.engine.clock import ClockFile
 from dataflow_operator.runtime.sources.ingested import IngestedCollection
+from dataflow_operator.runtime.sources.kafka_config import decode_properties
 from dataflow_operator.runtime.sources.logs import INGESTED_DIR
 from dataflow_operator.runtime.storage import Location
 
@@ -54,6 +55,15 @@ class SourceOptions:
         self.topic = options.get("topic", "")
         self.group_id = options.get("group_id", "")
         self.max_records = int(options.get("max_records", "10000"))
+        self.kafka_properties = decode_properties(
+            options.get("kafka_properties", ""), "kafka_properties"
+        )
+        """The source's own Kafka client properties (``properties``: no secrets)."""
+        self.kafka_properties_from_env = decode_properties(
+            options.get("kafka_properties_from_env", ""), "kafka_properties_from_env"
+        )
+        """Kafka client property → the environment variable holding its value (only the
+        names travel in the options; the values are read where a client is made)."""
         self.kafka_client = options.get("kafka_client", "")
         """A module making the Kafka client (default: confluent-kafka)."""
         self.wall_clock = options.get("wall_clock", "true") == "true"
