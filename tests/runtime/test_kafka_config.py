@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from dataflow_operator.api.dataflow import KAFKA_OWNED_PROPERTIES, Source
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.runtime.engine.config import EngineConfig
-from dataflow_operator.runtime.engine.install import DataflowStarter
+from dataflow_operator.runtime.engine.install import DataflowStarter, _reads_alike
 from dataflow_operator.runtime.engine.kafka_commit import (
     ConfluentAdmin,
     GroupCommitter,
@@ -198,3 +198,18 @@ def test_the_configuration_reaches_the_real_clients() -> None:
     source = _source(properties=bogus, from_env={})
     with pytest.raises(KafkaFailure, match=r"Unsupported SASL mechanism: BOGUS"):
         ConfluentAdmin("127.0.0.1:1", admin_config(source))
+
+
+def test_a_source_recorded_before_the_properties_existed_reads_alike() -> None:
+    """A start-over keeps a kafka source's ingested collection when its settings are the
+    same: the fields added since it was recorded read back as their defaults."""
+    recorded = (
+        '{"name":"orders","table":null,"files":null,"changelog":null,"dataflow":null,'
+        '"kafka":{"bootstrapServers":"broker:9093","topic":"orders","format":"json",'
+        '"schema":"id BIGINT, amount DOUBLE","groupId":null,"maxRecordsPerBatch":10000},'
+        '"timeline":null}'
+    )
+    assert _reads_alike(recorded, _source(properties={}, from_env={}))
+    assert not _reads_alike(recorded, _source())
+    assert not _reads_alike("{not json", _source())
+    assert not _reads_alike(None, _source())
