@@ -201,3 +201,17 @@ def test_step_levels_put_each_dataflow_after_what_it_reads() -> None:
         [("c", 3)],
         [("d", 4)],
     ]
+
+
+def test_a_query_on_a_local_checkpoint_uses_the_file_system_checkpoint_manager() -> None:
+    from dataflow_operator.runtime.engine.query_conf import (
+        CHECKPOINT_FILE_MANAGER,
+        LOCAL_CHECKPOINT_FILE_MANAGER,
+        query_conf,
+    )
+
+    local = query_conf(Location.of("/state/dataflows/d/checkpoint"), 3)
+    assert local[CHECKPOINT_FILE_MANAGER] == LOCAL_CHECKPOINT_FILE_MANAGER
+    assert local["spark.sql.shuffle.partitions"] == "3"
+    remote = query_conf(Location.of("s3a://bucket/state/dataflows/d/checkpoint"), 3)
+    assert CHECKPOINT_FILE_MANAGER not in remote  # Spark's default: FileContext's renames

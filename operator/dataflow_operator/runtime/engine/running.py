@@ -23,6 +23,7 @@ from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
 from dataflow_operator.runtime.engine.clock import ClockFile
 from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
+from dataflow_operator.runtime.engine.query_conf import query_conf
 from dataflow_operator.runtime.engine.sink import write_batch
 from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.hydration.dataflow import DataflowHydration
@@ -34,19 +35,6 @@ __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
 
 log = get_logger(__name__)
 
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-MIN_BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
-RETAINED_BATCHES = 20
-"""Batches of Spark's offset and commit logs and of state store versions a query keeps:
-a restart needs only the last; the rest bound what a long run keeps (design 3)."""
-QUERY_CONF = {
-    CHANGELOG_CHECKPOINTING: "true",
-    NO_DATA_BATCHES: "false",
-    MIN_BATCHES_TO_RETAIN: str(RETAINED_BATCHES),
-}
-"""What every dataflow's query starts with, besides its state partitions."""
 RETRIES = 2
 """Restarts of a query that failed for a reason other than its data."""
 STOP_TIMEOUT = 60.0
@@ -142,12 +130,8 @@ class RunningDataflow:
         self._start_query(built)
 
     def _start_query(self, built: BuiltDataflow) -> None:
-        # The query clones the session's conf when it starts: its state partitions (fixed
-        # by the checkpoint once created), RocksDB's changelog checkpointing (commits
-        # write a small changelog instead of syncing snapshot files every batch), no
-        # batches without new input (the engine asks for the one a step needs: settle),
-        # and how many batches of logs and state versions it keeps.
-        conf = {**QUERY_CONF, SHUFFLE_PARTITIONS: str(self.state_partitions)}
+        # The query clones the session's settings when it starts: these are for it only.
+        conf = query_conf(self.settings.layout.checkpoint, self.state_partitions)
         saved = {key: self.spark.conf.get(key, None) for key in conf}
         try:
             for key, value in conf.items():
