@@ -23,6 +23,9 @@ class FakeMapState:
     def __init__(self) -> None:
         self.values: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
+    def exists(self) -> bool:
+        return bool(self.values)  # any entry: at least what Spark's per-key answer says
+
     def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
         return self.values.get(key)
 

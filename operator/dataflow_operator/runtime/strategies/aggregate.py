@@ -97,10 +97,13 @@ class GroupTotals(StatefulProcessor):
             current = per_time.get(time)
             per_time[time] = amounts if current is None else self._combine(current, amounts)
         out: list[tuple[Any, ...]] = []
+        # One call to the state store, not one per group, when the bucket holds none yet
+        # (a hydration): each call is a round trip to the JVM.
+        known = self.totals.exists()
         for pickled, per_time in partials.items():
             group = pickle.loads(pickled)
             state_key = (pickled,)
-            stored = self.totals.getValue(state_key)
+            stored = self.totals.getValue(state_key) if known else None
             totals: list[Any] = (
                 pickle.loads(stored[0])
                 if stored

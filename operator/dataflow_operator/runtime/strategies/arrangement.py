@@ -115,9 +115,12 @@ class ArrangedJoin(StatefulProcessor):
             changes = keyed.groupby([KEY, SIDE, ROW, TIME], sort=True)[DIFF].sum()
             changes = changes[changes != 0]
             entries = zip(changes.index.tolist(), changes.to_numpy().tolist(), strict=True)
+            # One call to the state store, not one per key, when the bucket holds none yet
+            # (a hydration): each call is a round trip to the JVM.
+            known = self.arrangement.exists()
             for join_key, per_key in itertools.groupby(entries, key=lambda e: e[0][0]):
                 updates = [(int(s), row, int(t), int(d)) for (_, s, row, t), d in per_key]
-                self._apply_key(join_key, updates, watermark, out)
+                self._apply_key(join_key, updates, watermark, out, known=known)
         yield from self._emit(out, watermark)
 
     def _apply_key(
@@ -126,8 +129,10 @@ class ArrangedJoin(StatefulProcessor):
         updates: list[tuple[int, str, int, int]],
         watermark: int,
         out: list[Joined],
+        *,
+        known: bool = True,
     ) -> None:
-        stored = self.arrangement.getValue((join_key,))
+        stored = self.arrangement.getValue((join_key,)) if known else None
         sides: tuple[History, History] = pickle.loads(stored[0]) if stored else ({}, {})
         outer = [side for side in (0, 1) if self.preserves[side]]
         times: list[int] = []
