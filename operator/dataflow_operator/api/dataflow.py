@@ -232,30 +232,32 @@ def is_secret_kafka_property(name: str) -> bool:
     return name in KAFKA_SECRET_PROPERTIES or any(word in name for word in KAFKA_SECRET_WORDS)
 
 
-def _plain_properties(properties: dict[str, str]) -> dict[str, str]:
-    """``properties``, if each may be given in the spec, with its value."""
-    problems = [
-        problem for name in properties if (problem := _kafka_property_problem(name)) is not None
-    ]
-    problems += [
-        f"{name!r} holds a secret: put it in propertiesFromEnv and set the variable "
-        "from a Secret in the Replica's spec.env"
-        for name in properties
-        if _kafka_property_problem(name) is None and is_secret_kafka_property(name)
-    ]
+def _property_names(properties: dict[str, str], *, secrets_allowed: bool) -> dict[str, str]:
+    """``properties``, if each name may be given (and, unless ``secrets_allowed``, none
+    holds a secret: its value would be in the spec)."""
+    problems = []
+    for name in properties:
+        problem = _kafka_property_problem(name)
+        if problem is None and not secrets_allowed and is_secret_kafka_property(name):
+            problem = (
+                f"{name!r} holds a secret: put it in propertiesFromEnv and set the variable "
+                "from a Secret in the Replica's spec.env"
+            )
+        if problem is not None:
+            problems.append(problem)
     if problems:
         raise ValueError("; ".join(problems))
     return properties
+
+
+def _plain_properties(properties: dict[str, str]) -> dict[str, str]:
+    """``properties``: names the source does not set, and no secret."""
+    return _property_names(properties, secrets_allowed=False)
 
 
 def _env_properties(properties: dict[str, str]) -> dict[str, str]:
-    """``propertiesFromEnv``, if each property may be given."""
-    problems = [
-        problem for name in properties if (problem := _kafka_property_problem(name)) is not None
-    ]
-    if problems:
-        raise ValueError("; ".join(problems))
-    return properties
+    """``propertiesFromEnv``: names the source does not set (their values are not here)."""
+    return _property_names(properties, secrets_allowed=True)
 
 
 def _env_name(name: str) -> str:

@@ -156,9 +156,10 @@ async def _write(
         )
         state.metrics.status_lag_seconds.observe(max(0, now_ms() - since) / 1000)
         _log.debug("status written", namespace=namespace, name=name, keys=sorted(patch))
-        if parsed is not None:
+        events = status_events(old, status) if parsed is not None else []
+        if parsed is not None and events:  # most writes announce nothing: dump only then
             involved = parsed.model_dump(by_alias=True, include={"api_version", "kind", "metadata"})
-            for reason, message in status_events(old, status):
+            for reason, message in events:
                 await limiter.acquire()
                 try:
                     await post_event(
