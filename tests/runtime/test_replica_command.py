@@ -6,6 +6,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -146,7 +147,9 @@ def test_the_control_token_is_read_from_the_injected_file(tmp_path: Path) -> Non
 
 
 @pytest.mark.spark
-def test_serves_until_stopped(spark: SparkSession, tmp_path: Path) -> None:
+def test_serves_until_stopped(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     start = int(time.time() * 1000)
     config = ReplicaConfig.resolve(
         _args(
@@ -162,6 +165,8 @@ def test_serves_until_stopped(spark: SparkSession, tmp_path: Path) -> None:
             "200ms",
             "--replica",
             "r1",
+            "--conf",
+            "spark.sql.shuffle.partitions=3",  # the user's choice of state partitions
         ),
         {},
     )
@@ -195,6 +200,8 @@ def test_serves_until_stopped(spark: SparkSession, tmp_path: Path) -> None:
     assert codes == [injection.EXIT_OK]
     with pytest.raises(OSError):
         _get(port, "/healthz")
+    logged = capsys.readouterr()
+    assert re.search(r"replica running.*state_partitions\W+3\b", logged.out + logged.err)
 
 
 @pytest.mark.spark

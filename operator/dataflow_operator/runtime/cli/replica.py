@@ -289,6 +289,7 @@ def execute(
     from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
     from dataflow_operator.runtime.engine.engine import Engine
     from dataflow_operator.runtime.engine.loop import run_plan
+    from dataflow_operator.runtime.engine.partitions import state_partitions
     from dataflow_operator.runtime.engine.warm_up import warm_up
 
     if config.keep_state is not None:
@@ -301,6 +302,7 @@ def execute(
             state_dir=config.state_dir,
             start_time=config.start_time,
             expiration_offset=config.expiration_offset,
+            state_partitions=state_partitions(config.master, config.spark_conf),
         ),
     )
     expiration = engine.config.expiration
@@ -311,7 +313,11 @@ def execute(
         if config.warm_up and not stop.is_set():
             warm_up(spark, engine.config.state, int(wall.time() * 1000))
         starting.attach(engine)
-        log.info("replica running", master=config.master)
+        log.info(
+            "replica running",
+            master=config.master,
+            state_partitions=engine.config.state_partitions,
+        )
         if on_serving is not None:
             on_serving(server)
         plan = TickPlan(start=config.start_time, tick=config.tick_ms, simulated=False)

@@ -178,11 +178,13 @@ def execute(
     from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
     from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
     from dataflow_operator.runtime.engine.loop import run_plan
+    from dataflow_operator.runtime.engine.partitions import state_partitions
 
     config = EngineConfig(
         state_dir=args.state_dir,
         start_time=start,
         expiration_offset=offset,
+        state_partitions=state_partitions(args.master, {}),
         release_upstream=True,  # a local run is its own cluster: nobody else reads its input
     )
     engine = Engine(session(), config, on_output=_Printer(out))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataflow_operator.runtime.storage import Location
 
-__all__ = ["RETAINED_BATCHES", "query_conf"]
+__all__ = ["RETAINED_BATCHES", "SHUFFLE_PARTITIONS", "query_conf"]
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
