@@ -15,6 +15,15 @@ GENERAL strategy).
 
 ``--warm-up`` warms Spark up first (``runtime.engine.warm_up``), as a replica does before
 it says ready: the hydration a dataflow installed on a started replica sees.
+
+``--lag``: the freshness lag instead. The same query over two ``table`` sources on the
+wall clock (one Spark batch a step, as a replica runs), ``--facts`` rows of history to
+begin with, then a feeder inserts ``--rate`` fact rows a second until the history has
+grown ``--growth`` times; after each step, the lag (the wall clock minus the dataflow's
+frontier). Prints the lag's median per tenth of the growth: flat means the cost of a
+step follows what changed, not the history.
+
+    .venv/bin/python bench/incremental_join.py --lag [--facts N] [--rate R] [--growth G]
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import random
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +48,10 @@ GROUPED = (
     "SELECT d.name, count(*) AS n, sum(f.amount) AS total "
     "FROM facts f JOIN dims d ON f.dim = d.id GROUP BY d.name"
 )
+
+
+FACTS = "id BIGINT, dim BIGINT, amount BIGINT"
+DIMS = "id BIGINT, name STRING"
 
 
 def _write(path: Path, rows: list[str]) -> None:
@@ -75,6 +89,9 @@ def _arguments() -> argparse.Namespace:
         action="store_true",
         help="warm Spark up first, as a replica does before it says ready",
     )
+    parser.add_argument("--lag", action="store_true", help="the freshness lag as history grows")
+    parser.add_argument("--rate", type=int, default=300, help="--lag: fact rows inserted a second")
+    parser.add_argument("--growth", type=int, default=10, help="--lag: how many times --facts")
     return parser.parse_args()
 
 
@@ -91,8 +108,8 @@ def _spec(work: Path, grouped: bool) -> DataflowSpec:
             "cluster": "c",
             "kind": "Index",
             "sources": [
-                source("facts", "id BIGINT, dim BIGINT, amount BIGINT"),
-                source("dims", "id BIGINT, name STRING"),
+                source("facts", FACTS),
+                source("dims", DIMS),
             ],
             "sql": GROUPED if grouped else JOINED,
         }
@@ -138,9 +155,123 @@ def _measure(args: argparse.Namespace, work: Path) -> tuple[float, float, list[f
         spark.stop()
 
 
+def _table_spec(work: Path) -> DataflowSpec:
+    return DataflowSpec.model_validate(
+        {
+            "cluster": "c",
+            "kind": "Index",
+            "sources": [
+                {"name": "facts", "table": {"path": str(work / "facts"), "schema": FACTS}},
+                {"name": "dims", "table": {"path": str(work / "dims"), "schema": DIMS}},
+            ],
+            "sql": GROUPED,
+        }
+    )
+
+
+def _fact_rows(first: int, count: int, dims: int, rng: random.Random) -> list[dict[str, object]]:
+    return [
+        {"id": i, "dim": rng.randrange(dims), "amount": rng.randrange(100)}
+        for i in range(first, first + count)
+    ]
+
+
+def _lag(args: argparse.Namespace, work: Path) -> list[tuple[int, float, float]]:
+    """(history rows, lag seconds, step seconds) after each wall-clock step while a feeder
+    inserts ``--rate`` fact rows a second, until the history is ``--growth`` x ``--facts``."""
+    from dataflow_operator.runtime.cli.insert import insert_rows
+    from dataflow_operator.runtime.engine.config import EngineConfig
+    from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+    from dataflow_operator.runtime.engine.warm_up import warm_up
+    from dataflow_operator.runtime.session import spark_session
+    from dataflow_operator.runtime.storage import Location
+
+    rng = random.Random(1)
+    insert_rows(work / "dims", [{"id": i, "name": f"d{i}"} for i in range(args.dims)])
+    insert_rows(work / "facts", _fact_rows(0, args.facts, args.dims, rng))
+    spark = spark_session(master=args.master, app_name="bench-incremental-join-lag")
+    assert warm_up(spark, Location.of(work), _now_ms()) is not None
+    engine = Engine(spark, EngineConfig(work / "state", _now_ms()))
+    inserted = args.facts
+    target = args.facts * args.growth
+    stop = threading.Event()
+
+    def feed() -> None:
+        nonlocal inserted
+        period = 0.25
+        while not stop.wait(period) and inserted < target:
+            count = min(max(1, round(args.rate * period)), target - inserted)
+            insert_rows(work / "facts", _fact_rows(inserted, count, args.dims, rng))
+            inserted += count
+
+    samples: list[tuple[int, float, float]] = []
+    try:
+        assert not engine.apply(dataflows_from([("joined", _table_spec(work))])).failed
+        engine.step(_now_ms())  # hydration
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        while feeder.is_alive() or not samples or samples[-1][0] < target:
+            history = inserted
+            began = time.monotonic()
+            engine.step(_now_ms(), complete=False)
+            took = time.monotonic() - began
+            frontier = engine.report().dataflows[0].frontier
+            lag = (_now_ms() - frontier[0]) / 1000 if frontier else float("inf")
+            samples.append((history, lag, took))
+        return samples
+    finally:
+        stop.set()
+        engine.close()
+        spark.stop()
+
+
+SETTLING_STEPS = 3
+"""Steps right after hydration, left out of the figures: they catch up on the input
+inserted while the dataflow hydrated."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _print_lag(args: argparse.Namespace, samples: list[tuple[int, float, float]]) -> None:
+    span = args.facts * (args.growth - 1)
+    print(
+        f"join + GROUP BY on the wall clock: history {args.facts:,} → "
+        f"{args.facts * args.growth:,} facts x {args.dims:,} dims at {args.rate:,} rows/s; "
+        f"{len(samples)} steps (the first {SETTLING_STEPS}, after hydration, left out)"
+    )
+    tenths: list[list[tuple[float, float]]] = [[] for _ in range(10)]
+    for history, lag, took in samples[SETTLING_STEPS:]:
+        tenth = min(9, max(0, (history - args.facts) * 10 // max(1, span)))
+        tenths[tenth].append((lag, took))
+    print("history (facts)   lag p50   lag max   step p50")
+    for index, tenth in enumerate(tenths):
+        if not tenth:
+            continue
+        lags = [lag for lag, _ in tenth]
+        steps = [took for _, took in tenth]
+        history = args.facts + span * index // 10
+        print(
+            f"{history:>15,}   {statistics.median(lags):6.2f} s  {max(lags):6.2f} s  "
+            f"{statistics.median(steps):6.2f} s"
+        )
+    first = [lag for lag, _ in next(t for t in tenths if t)]
+    last = [lag for lag, _ in next(t for t in reversed(tenths) if t)]
+    ratio = statistics.median(last) / statistics.median(first)
+    print(f"lag p50, last tenth / first tenth: {ratio:.2f}x")
+
+
 def main() -> None:
     """Run the benchmark and print its figures."""
     args = _arguments()
+    if args.lag:
+        work = Path(tempfile.mkdtemp(prefix="bench-join-lag-"))
+        try:
+            _print_lag(args, _lag(args, work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     if args.strategy == "recompute":
         from dataflow_operator.runtime.strategies import build
 
