@@ -12,7 +12,8 @@ from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.changelog_store import ChangelogStore
 from dataflow_operator.runtime.engine.committed import committed_offsets
-from dataflow_operator.runtime.engine.release import Releaser, SourceReader, compact_output
+from dataflow_operator.runtime.engine.output_compaction import compact_output
+from dataflow_operator.runtime.engine.release import Releaser, SourceReader
 from dataflow_operator.runtime.sources.ingested import IngestedCollection, IngestedUpper
 from dataflow_operator.runtime.storage import Location
 
@@ -215,3 +216,32 @@ def test_truncation_keeps_what_the_recorded_upper_covers(tmp_path: Path) -> None
     unrecorded.part(1, 0).write_parquet(_updates([(1, 10, 1)]))
     assert not unrecorded.truncate()
     assert unrecorded.files(99) == []  # nothing kept: all of it is read again upstream
+
+
+def _table(directory: Path) -> Source:
+    return Source.model_validate(
+        {"name": "events", "table": {"path": str(directory), "schema": "id INT"}}
+    )
+
+
+def test_a_table_s_files_read_everywhere_are_folded_once_enough_wait(tmp_path: Path) -> None:
+    from dataflow_operator.runtime.sources.table_folds import fold_records
+
+    upstream = _upstream(tmp_path)
+    fast = _reader(tmp_path, "fast", _table(upstream), committed=3)
+    slow = _reader(tmp_path, "slow", _table(upstream), committed=2)
+    releaser = Releaser(own_cluster=True)
+    releaser.step([fast, slow])
+    assert sorted(p.name for p in upstream.iterdir()) == FILES  # fewer than FOLD_FILES
+    releaser.step([fast, slow], force=True)  # a forced release (a run's end) folds any
+    assert sorted(p.name for p in upstream.glob("*.json")) == ["c.json"]  # past the slower
+    rows = sorted(record["id"] for _, record in fold_records(Location.of(upstream), FILES[:2]))
+    assert rows == [1, 1]
+    assert [r.released_files for r in releaser.reports("fast")] == [2]
+
+
+def test_a_replica_of_a_cluster_folds_a_table_without_the_cluster_s_meet(tmp_path: Path) -> None:
+    upstream = _upstream(tmp_path)
+    reader = _reader(tmp_path, "d", _table(upstream), committed=3)
+    Releaser(own_cluster=False).step([reader], force=True)  # no meet sent: others read folds
+    assert list(upstream.glob("*.json")) == []

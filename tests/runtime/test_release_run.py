@@ -142,3 +142,40 @@ def test_a_changed_spec_reads_what_was_released_from_the_ingested_collection(
         assert sorted(row[0] for row in engine.peek("d").rows) == ["HELLO", "WORLD"]
     finally:
         engine.close()
+
+
+def test_a_table_s_files_are_folded_and_a_new_replica_still_reads_every_row(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from tests.runtime.runs import table_source
+
+    from dataflow_operator.runtime.cli.insert import insert_rows
+
+    table = tmp_path / "table"
+    for i in (1, 2, 3):
+        insert_rows(table, [{"id": i}])
+    manifest = write(
+        tmp_path / "df.yaml",
+        [dataflow_manifest("ids", "SELECT id FROM t", [table_source("t", table, "id INT")])],
+    )
+
+    def ids(result: Any) -> list[str]:
+        assert result.code == EXIT_OK, result.err
+        return sorted(line[2] for line in result.lines if line[1] == "1")
+
+    first = tmp_path / "first"
+    assert ids(run_replica(spark, tmp_path, _argv(manifest, first, T, T + 2 * DAY))) == [
+        "1",
+        "2",
+        "3",
+    ]
+    assert list(table.glob("*.json")) == []  # read durably, then folded at the run's end
+    assert [p.name for p in (table / "_folds").glob("*.parquet")] == ["fold-000000000000.parquet"]
+
+    # a new replica (its own state) reads them from the fold
+    fresh = run_replica(spark, tmp_path, _argv(manifest, tmp_path / "fresh", T, T + 2 * DAY))
+    assert ids(fresh) == ["1", "2", "3"]
+    # the first, resumed, reads only what is new
+    insert_rows(table, [{"id": 4}])
+    again = run_replica(spark, tmp_path, _argv(manifest, first, T + 3 * DAY, T + 5 * DAY))
+    assert ids(again) == ["4"]

@@ -496,7 +496,9 @@ class SourceStatus(ApiModel):
         "ms) has been read in a committed batch; the operator's release meet is its "
         "minimum over the cluster's replicas.",
     )
-    released_files: int = Field(default=0, ge=0, description="Files archived or deleted.")
+    released_files: int = Field(
+        default=0, ge=0, description="Files archived or deleted (a table's: folded)."
+    )
     ingested_rows: int = Field(default=0, ge=0, description="Rows in the ingested collection.")
     ingested_bytes: int = Field(default=0, ge=0, description="Its bytes on storage.")
     release_failures: int = Field(

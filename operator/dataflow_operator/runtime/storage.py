@@ -24,7 +24,7 @@ import functools
 import io
 import os
 import uuid
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -157,11 +157,15 @@ class Location:
         ):
             yield from text
 
-    def read_parquet_batches(self) -> Generator[pa.RecordBatch, None, None]:
-        """A Parquet file's record batches, read as they are consumed."""
+    def read_parquet_batches(
+        self, columns: Sequence[str] | None = None
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """A Parquet file's record batches (only ``columns``, if given), read as they are
+        consumed."""
         fs, path = self._fs()
         with fs.open_input_file(path) as file:
-            yield from pq.ParquetFile(file).iter_batches()
+            wanted = None if columns is None else list(columns)
+            yield from pq.ParquetFile(file).iter_batches(columns=wanted)
 
     def size(self) -> int:
         """The file's size in bytes (0 when it is not there)."""

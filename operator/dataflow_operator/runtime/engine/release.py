@@ -12,11 +12,14 @@ collection holds everything read below it, durably, so
 - a directory with ``cleanSource: Archive`` or ``Delete`` releases the files that
   **every** reader of it on this replica has read below its frontier — a directory read by
   two dataflows only past the slower. A reader that has committed nothing holds all back.
+- a ``table``'s such files are folded into the table's next fold, :data:`FOLD_FILES` or
+  more at a time (any number at a forced release), and removed from its directory: a
+  table's rows all stay live, and a reader that has not read them, here or on another
+  replica, reads them from the fold
+  (:mod:`dataflow_operator.runtime.sources.table_folds`), so no cluster meet is needed.
 
 The dataflows' own output changelogs (runtime-owned: not a MaterializedView's
-``sink.path``, which is the user's) are compacted too (:func:`compact_output`): all but
-the last :data:`KEEP_BATCHES` batches become one consolidated snapshot, never past what
-a downstream dataflow reading the changelog has committed.
+``sink.path``, which is the user's) are compacted too (:mod:`.output_compaction`).
 
 A ``kafka`` source has an ingested collection too; it commits its consumer group's
 offsets at its offset resumption frontier instead of releasing files (:mod:`.kafka_commit`).
@@ -58,6 +61,7 @@ from dataflow_operator.runtime.changelog_store import ChangelogStore
 from dataflow_operator.runtime.engine.committed import Committed, committed_offsets
 from dataflow_operator.runtime.engine.kafka_commit import GroupCommitter, write_positions
 from dataflow_operator.runtime.engine.layout import DataflowLayout
+from dataflow_operator.runtime.engine.output_compaction import compact_output, downstream_positions
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.sources.ingested import (
     IngestedCollection,
@@ -66,16 +70,10 @@ from dataflow_operator.runtime.sources.ingested import (
 )
 from dataflow_operator.runtime.sources.kafka import READ_ERROR_FILE
 from dataflow_operator.runtime.sources.logs import INGESTED_DIR, read_listing
+from dataflow_operator.runtime.sources.table_folds import fold_table
 from dataflow_operator.runtime.storage import Location
 
-__all__ = [
-    "HOLDING",
-    "Installed",
-    "Releaser",
-    "SourceReader",
-    "compact_output",
-    "release_all",
-]
+__all__ = ["HOLDING", "Installed", "Releaser", "SourceReader", "release_all"]
 
 log = get_logger(__name__)
 
@@ -85,11 +83,8 @@ HOLDING = (SourceKind.CHANGELOG, SourceKind.KAFKA)
 """Kinds with their own times, which hold input at or past the expiration back."""
 RELEASE_INTERVAL = 1.0
 """Seconds between releases (a step may be a tenth of that)."""
-KEEP_BATCHES = 100
-"""Batches of an output changelog kept as they were written (as Spark keeps its logs):
-a subscriber that lags less than that resumes exactly."""
-COMPACT_EVERY = 16
-"""Batches an output changelog's compaction waits for (each rewrites the snapshot)."""
+FOLD_FILES = 32
+"""A table's consumed files a fold waits for (each rewrites the table's fold)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +109,7 @@ class SourceReader:
 
     @property
     def clean(self) -> tuple[CleanSource, str | None]:
-        """Its ``cleanSource`` and ``archivePath`` (tables are never released)."""
+        """Its ``cleanSource`` and ``archivePath`` (``Off`` for a table: it is folded)."""
         settings = self.source.files or self.source.changelog
         return self.source.clean_source, None if settings is None else settings.archive_path
 
@@ -186,13 +181,16 @@ class Releaser:
             directory = reader.directory
             assert directory is not None
             done: list[str] = []
-            if reader.source.clean_source is not CleanSource.OFF:
+            if reader.source.table is not None or reader.source.clean_source is not CleanSource.OFF:
                 listed_by = self._listing_frontier(reader, progress.committed)
                 listing = read_listing(reader.logs)[:seq]
                 done = [name for name, listed in listing if listed <= listed_by]
             consumed.setdefault(directory.uri, []).append((reader, done))
         for group in consumed.values():
-            self._release(group)
+            if all(reader.source.table is not None for reader, _ in group):
+                self._fold(group, force=force)
+            else:
+                self._release(group)
 
     def _of(self, reader: SourceReader) -> _Progress:
         flows = self._progress.setdefault(reader.dataflow, {})
@@ -221,13 +219,41 @@ class Releaser:
 
     def _listing_frontier(self, reader: SourceReader, committed: Committed | None) -> int:
         """Files listed at or before this time are read wherever they must be: on this
-        replica (its own cluster), or on every replica of the cluster (the operator's
-        meet); -1 when nothing may be released."""
+        replica (its own cluster, or a table: a fold is read by those that did not read
+        its files), or on every replica of the cluster (the operator's meet); -1 when
+        nothing may be released."""
         if committed is None:
             return -1
-        if self.own_cluster:
+        if self.own_cluster or reader.source.table is not None:
             return committed.listed
         return min(committed.listed, self.cluster.get((reader.dataflow, reader.source.name), -1))
+
+    def _fold(self, group: list[tuple[SourceReader, list[str]]], *, force: bool) -> None:
+        """Fold a table's files that every reader has read (see the module docstring)."""
+        directory = group[0][0].directory
+        assert directory is not None
+        names = sorted(releasable([files for _, files in group]))
+        if not names or (len(names) < FOLD_FILES and not force):
+            return
+        try:
+            folded, error = fold_table(directory, names), None
+        except OSError as failure:
+            folded, error = 0, f"fold {directory}: {failure}"
+            log.warning("table files not folded; retrying", error=error)
+        self._count(group, folded, error)
+
+    def _count(
+        self, group: list[tuple[SourceReader, list[str]]], released: int, error: str | None
+    ) -> None:
+        """Count what a release did for each reader of the directory."""
+        for reader, _ in group:
+            progress = self._of(reader)
+            progress.released += released
+            if error is not None:
+                progress.failures += 1
+                progress.error = error
+            elif released:
+                progress.error = None
 
     def _release(self, group: list[tuple[SourceReader, list[str]]]) -> None:
         settings = {reader.clean for reader, _ in group}
@@ -253,14 +279,7 @@ class Releaser:
             except OSError as failure:
                 error = f"{clean.value.lower()} {name}: {failure}"
                 break
-        for reader, _ in group:
-            progress = self._of(reader)
-            progress.released += released
-            if error is not None:
-                progress.failures += 1
-                progress.error = error
-            elif names:
-                progress.error = None
+        self._count(group, released, error)
         if error is not None:
             log.warning(
                 "source input not released; retrying",
@@ -311,27 +330,6 @@ def _resumption(progress: _Progress) -> tuple[Frontier, int]:
     return frontier, offset_resumption([RemapEntry(d.seq, d.upper) for d in durable], frontier)
 
 
-def compact_output(
-    store: ChangelogStore, downstream: Sequence[int], *, keep: int = KEEP_BATCHES
-) -> int | None:
-    """Compact ``store`` up to ``keep`` batches before its last, and not past any of the
-    ``downstream`` readers' committed batches; the batch compacted up to, or ``None``.
-
-    The snapshot's time is the newest time it holds: every reader positioned past the
-    compacted batches has seen all of them, and a restart replays them below its
-    watermark.
-    """
-    recorded = store.read_upper()
-    if recorded is None:
-        return None
-    upto = min([recorded.batch - keep, *downstream])
-    files = store.parts(-1, upto)
-    base = files[0][0] if files and files[0][1].name.startswith("snapshot-") else -1
-    if upto - base < COMPACT_EVERY or len(files) < 2:
-        return None
-    return upto if store.compact(upto) else None
-
-
 @dataclass(frozen=True, slots=True)
 class Installed:
     """An installed dataflow, as the release sees it."""
@@ -360,15 +358,7 @@ def release_all(releaser: Releaser, installed: Sequence[Installed], *, force: bo
     releaser.step(readers, force=force)
     for dataflow in installed:
         if dataflow.output is not None:
-            compact_output(dataflow.output, _downstream(installed, dataflow.name))
-
-
-def _downstream(installed: Sequence[Installed], upstream: str) -> list[int]:
-    """The batches of ``upstream``'s changelog each dataflow reading it has committed."""
-    positions = []
-    for dataflow in installed:
-        for index, source in enumerate(dataflow.spec.sources):
-            if source.dataflow is not None and source.dataflow.name == upstream:
-                committed = committed_offsets(dataflow.layout.checkpoint).get(index)
-                positions.append(-1 if committed is None else committed.seq)
-    return positions
+            compact_output(
+                dataflow.output,
+                downstream_positions([(d.spec, d.layout) for d in installed], dataflow.name),
+            )

@@ -37,13 +37,12 @@ from __future__ import annotations
 import datetime as dt
 import time as wall
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
-from dataflow_operator.runtime.sources.ingested import IngestedCollection, updates_table
+from dataflow_operator.runtime.sources.ingested import updates_table
 from dataflow_operator.runtime.sources.logs import (
     FILES_LOG,
     HELD_FILE,
@@ -58,6 +57,12 @@ from dataflow_operator.runtime.sources.options import (
     NO_UNTIL,
     SOURCE_FORMAT,
     SourceOptions,
+)
+from dataflow_operator.runtime.sources.read_tasks import ReadItem, ReadTask, read_tasks
+from dataflow_operator.runtime.sources.table_folds import (
+    fold_records,
+    latest_fold,
+    table_files,
 )
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert, convert_row
@@ -78,62 +83,6 @@ def _await_cancel() -> None:
     raise RuntimeError("dataflow dropped, and its task was not cancelled")
 
 
-@dataclass(frozen=True, slots=True)
-class _Item:
-    """One file a task reads.
-
-    ``time`` is the time of all its rows (``None``: rows carry their own, as in
-    changelogs, dataflow outputs and the ingested collection); own times below ``floor``
-    are advanced to it (late updates). ``stored``: a Parquet changelog written by the
-    runtime (``__time``/``__diff`` columns), not a user's file.
-    """
-
-    uri: str
-    time: int | None
-    floor: int
-    stored: bool = False
-
-
-class _Chunk(InputPartition):
-    """Files for one task, whether it also emits the heartbeat, and where it records what
-    it read in the ingested collection (``None``: nothing to record, a replay)."""
-
-    def __init__(
-        self, items: list[_Item], batch_time: int, heartbeat: bool, ingest: str | None
-    ) -> None:
-        self.items = items
-        self.batch_time = batch_time
-        self.heartbeat = heartbeat
-        self.ingest = ingest
-
-
-FILES_PER_TASK = 8
-
-
-def _groups(items: list[_Item]) -> list[list[_Item]]:
-    return [items[i : i + FILES_PER_TASK] for i in range(0, len(items), FILES_PER_TASK)]
-
-
-def _chunks(
-    new: list[_Item],
-    batch_time: int,
-    ingested: IngestedCollection | None = None,
-    seq: int = 0,
-    replay: list[_Item] | None = None,
-) -> list[_Chunk]:
-    """Tasks for the new items (each recording into ``ingested`` at offset ``seq``), then
-    for the replayed ones; the first task also emits the batch's heartbeat."""
-    chunks = [
-        _Chunk(group, batch_time, False, ingested.part(seq, n).uri if ingested else None)
-        for n, group in enumerate(_groups(new))
-    ]
-    chunks += [_Chunk(group, batch_time, False, None) for group in _groups(replay or [])]
-    if not chunks:
-        return [_Chunk([], batch_time, True, None)]
-    chunks[0].heartbeat = True
-    return chunks
-
-
 class ChangelogReader(DataSourceStreamReader):
     """Reads one source; see the module docstring for the offsets."""
 
@@ -142,6 +91,8 @@ class ChangelogReader(DataSourceStreamReader):
         runtime = {TIME, DIFF, HEARTBEAT, BATCH_TIME}
         self.fields = [(f.name, f.dataType) for f in schema.fields if f.name not in runtime]
         self.kafka: KafkaIngest | None = None
+        self._fold: tuple[int, list[str]] | None = None
+        """A table's latest fold seen: its number and its members."""
         if self.options.kind == "kafka":
             # Imported here: Spark starts this reader's runner in a new Python process for
             # every query, and the Kafka ingest costs 0.15 s of imports (sqlglot, structlog).
@@ -251,36 +202,49 @@ class ChangelogReader(DataSourceStreamReader):
             store = ChangelogStore(self.options.path)
             old = store.parts(-1, start["seq"]) if replay else []
             new = store.parts(start["seq"], end["seq"])
-            items = [_Item(p.uri, None, 0, True) for _, p in old]
-            items += [_Item(p.uri, None, start["upper"], True) for _, p in new]
-            return _chunks(items, batch_time)
+            items = [ReadItem(p.uri, None, 0, True) for _, p in old]
+            items += [ReadItem(p.uri, None, start["upper"], True) for _, p in new]
+            return read_tasks(items, batch_time)
         ingested = self.options.ingested
         base = self._base(start)
         own = kind in ("changelog", "kafka")
         replayed = (
-            [_Item(f.uri, None, 0, True) for f in ingested.files(start["seq"])] if replay else []
+            [ReadItem(f.uri, None, 0, True) for f in ingested.files(start["seq"])] if replay else []
         )
         if base > start["seq"]:
             # Read before, by the dataflow's earlier spec: as if read now from the upstream
             # (rows of a table or files at this batch's time, a changelog's at their own).
             time = None if own else batch_time
-            replayed = [_Item(f.uri, time, 0, True) for f in ingested.files(base)]
+            replayed = [ReadItem(f.uri, time, 0, True) for f in ingested.files(base)]
         if kind == "kafka":  # the driver wrote the batch's part (.kafka)
             parts = ingested.store.parts(base, end["seq"])
-            items = [_Item(f.uri, None, start["upper"], True) for at, f in parts if at > base]
-            return _chunks(items, batch_time, None, 0, replayed)
+            items = [ReadItem(f.uri, None, start["upper"], True) for at, f in parts if at > base]
+            return read_tasks(items, batch_time, None, 0, replayed)
         files = self._read_files_log()[base : end["seq"]]
-        new_items = [
-            _Item(self._full(name), None if own else batch_time, start["upper"]) for name in files
-        ]
-        return _chunks(new_items, batch_time, ingested, end["seq"], replayed)
+        if kind == "table":
+            new_items = self._table_items(files, batch_time, start["upper"])
+        else:
+            new_items = [
+                ReadItem(self._full(name), None if own else batch_time, start["upper"])
+                for name in files
+            ]
+        return read_tasks(new_items, batch_time, ingested, end["seq"], replayed)
+
+    def _table_items(self, names: list[str], batch_time: int, floor: int) -> list[ReadItem]:
+        """A table's files in its directory, then one item for those only in its fold."""
+        present = set(list_data_files(self.options.path))
+        items = [ReadItem(self._full(name), batch_time, floor) for name in names if name in present]
+        folded = tuple(name for name in names if name not in present)
+        if folded:
+            items.append(ReadItem(self.options.path.uri, batch_time, floor, members=folded))
+        return items
 
     # --- reading --------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         """The rows of one chunk (or its heartbeat); new input is also recorded in the
         ingested collection before the task ends."""
-        assert isinstance(partition, _Chunk)
+        assert isinstance(partition, ReadTask)
         batch_ts = dt.datetime.fromtimestamp(partition.batch_time / 1000, tz=dt.UTC)
         if partition.heartbeat:
             yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
@@ -296,15 +260,16 @@ class ChangelogReader(DataSourceStreamReader):
         if partition.ingest is not None and recorded:
             Location(partition.ingest).write_parquet(updates_table(self.fields, recorded))
 
-    def _updates(self, item: _Item) -> Iterator[tuple[tuple[Any, ...], int, int]]:
+    def _updates(self, item: ReadItem) -> Iterator[tuple[tuple[Any, ...], int, int]]:
         if item.stored:
             for record in records(Location(item.uri), "parquet"):
                 time = int(record[TIME]) if item.time is None else item.time
                 yield convert_row(record, self.fields), time, int(record[DIFF])
             return
         kind = self.options.kind
-        name = Location(item.uri).name
-        for number, record in enumerate(records(Location(item.uri), self.options.format), 1):
+        rows: dict[str, int] = {}
+        for name, record in self._records(item):
+            rows[name] = number = rows.get(name, 0) + 1
             where = f"{name}: row {number}"
             try:
                 values = convert_row(record, self.fields)
@@ -314,6 +279,18 @@ class ChangelogReader(DataSourceStreamReader):
                 yield values, *self._time_and_diff(record, where)
             else:
                 yield values, item.time if item.time is not None else 0, 1
+
+    def _records(self, item: ReadItem) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(file, record)`` for an item's rows; a table's file that is no longer in its
+        directory (folded since it was listed) is read from the table's latest fold."""
+        file = Location(item.uri)
+        if item.members:
+            yield from fold_records(file, item.members)
+        elif self.options.kind == "table" and not file.exists():
+            yield from fold_records(file.parent, [file.name])
+        else:
+            for record in records(file, self.options.format):
+                yield file.name, record
 
     def _time_and_diff(self, record: dict[str, Any], where: str) -> tuple[int, int]:
         time_column, diff_column = self.options.time_column, self.options.diff_column
@@ -374,11 +351,23 @@ class ChangelogReader(DataSourceStreamReader):
         (every file there at that time is in this listing)."""
         logged = self._read_files_log()
         known = set(logged)
-        new = [name for name in list_data_files(self.options.path) if name not in known]
+        new = [name for name in self._upstream_files() if name not in known]
         if new:
             lines = "".join(f"{name}\t{listed}\n" for name in new)
             self.options.log_dir.child(FILES_LOG).append_text(lines)
         return logged + new
+
+    def _upstream_files(self) -> list[str]:
+        """The source directory's files; a table's include those only in its latest fold."""
+        visible = list_data_files(self.options.path)
+        if self.options.kind != "table":
+            return visible
+        fold = latest_fold(self.options.path)
+        if fold is None:
+            return visible
+        if self._fold is None or self._fold[0] != fold.number:
+            self._fold = (fold.number, fold.members())
+        return table_files(visible, self._fold[1])
 
 
 class ChangelogSource(DataSource):
