@@ -20,6 +20,7 @@ from dataflow_operator.runtime.sources.table_folds import (
     FOLDS_DIR,
     LOCK,
     LOCK_STALE_SECONDS,
+    Fold,
     fold_records,
     fold_table,
     latest_fold,
@@ -53,7 +54,27 @@ def test_a_fold_holds_the_files_rows_and_removes_them(tmp_path: Path) -> None:
     fold = latest_fold(table)
     assert fold is not None and fold.members() == [a, b, c]
     assert sorted(r["id"] for _, r in fold_records(table, [a, b, c])) == [1, 2, 3, 4]
-    assert table.child(FOLDS_DIR).list() == [fold.location.name]  # the older one is gone
+    d = insert_rows(table, [{"id": 5}]).name
+    assert fold_table(table, [d]) == 1
+    # the fold before the latest stays (a reader may just have opened it), older ones go
+    assert table.child(FOLDS_DIR).list() == [
+        "fold-000000000001.parquet",
+        "fold-000000000002.parquet",
+    ]
+
+
+def test_a_fold_replaced_as_it_is_opened_is_read_from_the_newer_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataflow_operator.runtime.sources import table_folds
+
+    table, (a,) = _table(tmp_path, [1])
+    fold_table(table, [a])
+    gone = Fold(table.child(FOLDS_DIR, "fold-000000000000.parquet.gone"), 0)
+    found = iter([gone])
+    real = table_folds.latest_fold
+    monkeypatch.setattr(table_folds, "latest_fold", lambda t: next(found, None) or real(t))
+    assert [r["id"] for _, r in fold_records(table, [a])] == [1]
 
 
 def test_a_file_without_rows_is_remembered_and_a_lost_file_is_named(tmp_path: Path) -> None:

@@ -286,10 +286,18 @@ class ChangelogReader(DataSourceStreamReader):
         file = Location(item.uri)
         if item.members:
             yield from fold_records(file, item.members)
-        elif self.options.kind == "table" and not file.exists():
+            return
+        found = records(file, self.options.format)
+        try:
+            first = next(found, None)  # opens the file
+        except FileNotFoundError:
+            if self.options.kind != "table":
+                raise
             yield from fold_records(file.parent, [file.name])
-        else:
-            for record in records(file, self.options.format):
+            return
+        if first is not None:
+            yield file.name, first
+            for record in found:
                 yield file.name, record
 
     def _time_and_diff(self, record: dict[str, Any], where: str) -> tuple[int, int]:

@@ -14,9 +14,9 @@ and the latest fold's members (:func:`table_files`): a reader that read a file b
 was folded knows its name and never reads it again; one that did not (a new dataflow, a
 new replica, a changed spec) reads the members no longer in the directory from the
 latest fold (:func:`fold_records`), also when a file goes between planning and reading.
-A fold is written whole before the files it holds are removed, and older folds are
-removed only once a later one holds all their members, so every file is always in the
-directory or in the latest fold.
+A fold is written whole before the files it holds are removed, and a fold is removed only
+once two later ones hold all its members, so every file is always in the directory or in
+the latest fold, and a reader that opens a fold as it is replaced finds the newer one.
 
 One process folds a table at a time: an exclusive lock file in ``_folds`` (local and
 mounted file systems; a table on an object store is not folded).
@@ -24,6 +24,7 @@ mounted file systems; a table on an object store is not folded).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -90,11 +91,20 @@ def table_files(visible: Sequence[str], fold_members: Sequence[str]) -> list[str
 def fold_records(table: Location, files: Collection[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(file, record)`` for each row of ``files`` in the table's latest fold; a file in
     neither the directory nor the fold is an error that names it."""
-    fold = latest_fold(table)
     wanted = set(files)
     found: set[str] = set()
-    if fold is not None:
-        for batch in fold.location.read_parquet_batches():
+    for attempt in range(3):
+        fold = latest_fold(table)
+        if fold is None:
+            break
+        try:
+            batches = fold.location.read_parquet_batches()
+            first = next(batches, None)  # opens the file
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+            continue  # replaced by a newer fold meanwhile: it holds the same files
+        for batch in [] if first is None else itertools.chain([first], batches):
             members = batch.column(0).to_pylist()
             lines = batch.column(1).to_pylist()
             for member, line in zip(members, lines, strict=True):
@@ -103,6 +113,7 @@ def fold_records(table: Location, files: Collection[str]) -> Iterator[tuple[str,
                 found.add(member)
                 if line is not None:
                     yield member, next(iter_json_lines([line], member))
+        break
     missing = sorted(wanted - found)
     if missing:
         raise FileNotFoundError(
@@ -135,10 +146,10 @@ def fold_table(table: Location, files: Sequence[str]) -> int:
             latest = Fold(target, number)
         for name in [*done, *new]:
             table.child(name).delete()
-        if latest is not None:
+        if latest is not None:  # the one before stays for readers that just opened it
             for name in table.child(FOLDS_DIR).list():
                 match = _NAME.fullmatch(name)
-                if match is not None and int(match[1]) < latest.number:
+                if match is not None and int(match[1]) < latest.number - 1:
                     table.child(FOLDS_DIR, name).delete()
         return len(done) + len(new)
 
