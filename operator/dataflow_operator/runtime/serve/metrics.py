@@ -77,7 +77,8 @@ METRICS = {
         "dataflow_source_ingested_bytes", "Bytes of a source's ingested collection."
     ),
     "source_released": _Metric(
-        "dataflow_source_released_files", "Files of a source archived or deleted upstream."
+        "dataflow_source_released_files",
+        "Files of a source archived or deleted upstream (a table's: folded).",
     ),
     "source_failures": _Metric(
         "dataflow_source_release_failures",
