@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.changelog import DIFF, TIME
@@ -245,3 +246,20 @@ def test_a_replica_of_a_cluster_folds_a_table_without_the_cluster_s_meet(tmp_pat
     reader = _reader(tmp_path, "d", _table(upstream), committed=3)
     Releaser(own_cluster=False).step([reader], force=True)  # no meet sent: others read folds
     assert list(upstream.glob("*.json")) == []
+
+
+def test_a_table_is_folded_again_only_once_enough_new_files_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataflow_operator.runtime.engine import release
+
+    upstream = _upstream(tmp_path)
+    reader = _reader(tmp_path, "d", _table(upstream), committed=3)
+    folds: list[list[str]] = []
+    real = release.fold_table
+    monkeypatch.setattr(release, "fold_table", lambda t, n: folds.append(list(n)) or real(t, n))
+    monkeypatch.setattr(release, "FOLD_FILES", 2)
+    releaser = Releaser(own_cluster=True)
+    releaser.step([reader])
+    releaser.step([reader])  # the files read stay in its log: not a reason to fold again
+    assert folds == [FILES]

@@ -232,7 +232,7 @@ class Releaser:
         """Fold a table's files that every reader has read (see the module docstring)."""
         directory = group[0][0].directory
         assert directory is not None
-        names = sorted(releasable([files for _, files in group]))
+        names = sorted(releasable([files for _, files in group]) & set(directory.list()))
         if not names or (len(names) < FOLD_FILES and not force):
             return
         try:
