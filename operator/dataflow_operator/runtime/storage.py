@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 __all__ = ["Location", "StorageError", "hadoop_conf"]
@@ -166,6 +167,13 @@ class Location:
         with fs.open_input_file(path) as file:
             wanted = None if columns is None else list(columns)
             yield from pq.ParquetFile(file).iter_batches(columns=wanted)
+
+    def read_json_batches(self) -> Generator[pa.RecordBatch, None, None]:
+        """A JSON-lines file's record batches as Arrow parses them, a block at a time (the
+        types are inferred from the first block; a later block that disagrees raises)."""
+        fs, path = self._fs()
+        with fs.open_input_stream(path) as stream:
+            yield from pa_json.open_json(stream)
 
     def size(self) -> int:
         """The file's size in bytes (0 when it is not there)."""

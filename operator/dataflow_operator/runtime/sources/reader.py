@@ -48,6 +48,7 @@ from dataflow_operator.runtime.sources.logs import (
     HELD_FILE,
     HeldInput,
     list_data_files,
+    newest_integer,
     read_listing,
     records,
 )
@@ -329,7 +330,7 @@ class ChangelogReader(DataSourceStreamReader):
         expiration = self.options.expiration
         newest: int | None = None
         for count, name in enumerate(names):
-            last = max(self._own_times(name), default=None)
+            last = self._newest_time(name)
             if last is not None and expiration != NO_UNTIL and last >= expiration:
                 held = HeldInput(file=name, time=last, expiration=expiration)
                 self.options.log_dir.child(HELD_FILE).write_text(held.to_json())
@@ -337,6 +338,14 @@ class ChangelogReader(DataSourceStreamReader):
             if last is not None:
                 newest = last if newest is None else max(newest, last)
         return len(names), newest
+
+    def _newest_time(self, name: str) -> int | None:
+        """The newest time in changelog file ``name``, ``None`` when it has no rows: by
+        Arrow when it can tell (a fifth of the time; a bad diff is then reported when the
+        file is read), else row by row."""
+        file = Location(self._full(name))
+        newest = newest_integer(file, self.options.format, self.options.time_column)
+        return newest if newest is not None else max(self._own_times(name), default=None)
 
     def _own_times(self, name: str) -> Iterator[int]:
         for number, record in enumerate(
