@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from dataflow_operator.runtime.sources.logs import newest_integer
+from dataflow_operator.runtime.sources.changelog_times import newest_integer
 from dataflow_operator.runtime.storage import Location
 
 

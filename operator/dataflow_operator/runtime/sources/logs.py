@@ -14,9 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import iter_json_lines
 
@@ -26,9 +23,9 @@ __all__ = [
     "INGESTED_DIR",
     "HeldInput",
     "list_data_files",
-    "newest_integer",
     "read_listing",
     "records",
+    "suffix_of",
 ]
 
 FILES_LOG = "files.log"
@@ -79,40 +76,15 @@ def read_listing(log_dir: Location) -> list[tuple[str, int]]:
     return found
 
 
-def _suffix(file: Location) -> str:
+def suffix_of(file: Location) -> str:
+    """A file name's extension, lower case (\"\" without one)."""
     return file.name.rsplit(".", 1)[-1].lower() if "." in file.name else ""
-
-
-def newest_integer(file: Location, file_format: str, column: str) -> int | None:
-    """The largest value of ``column`` in a JSON-lines or Parquet file, read by Arrow a
-    block at a time; ``None`` when Arrow cannot tell it exactly (no rows, another layout, a
-    value that is not an integer, a null): read the file row by row then."""
-    suffix = _suffix(file)
-    parquet = suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv"))
-    if not parquet and (suffix == "csv" or file_format == "csv"):
-        return None
-    newest: int | None = None
-    try:
-        if parquet:
-            batches: Iterator[pa.RecordBatch] = file.read_parquet_batches(columns=[column])
-        else:
-            batches = file.read_json_batches()
-        for batch in batches:
-            values = batch.column(column) if column in batch.schema.names else None
-            if values is None or not pa.types.is_integer(values.type) or values.null_count:
-                return None
-            if len(values):
-                found = int(pc.max(values).as_py())
-                newest = found if newest is None else max(newest, found)
-    except (pa.ArrowException, KeyError, ValueError):
-        return None
-    return newest
 
 
 def records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
     """A data file's records, read as they are consumed: a large file is never held whole
     in the worker, and a drop stops its reading at once."""
-    suffix = _suffix(file)
+    suffix = suffix_of(file)
     if suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv")):
         for batch in file.read_parquet_batches():
             yield from batch.to_pylist()

@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
+from dataflow_operator.runtime.sources.changelog_times import newest_time, time_and_diff
 from dataflow_operator.runtime.sources.ingested import updates_table
 from dataflow_operator.runtime.sources.logs import (
     FILES_LOG,
     HELD_FILE,
     HeldInput,
     list_data_files,
-    newest_integer,
     read_listing,
     records,
 )
@@ -66,7 +66,7 @@ from dataflow_operator.runtime.sources.table_folds import (
     table_files,
 )
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue, convert, convert_row
+from dataflow_operator.runtime.values import BadValue, convert_row
 
 if TYPE_CHECKING:
     from dataflow_operator.runtime.sources.kafka import KafkaIngest
@@ -277,7 +277,7 @@ class ChangelogReader(DataSourceStreamReader):
             except BadValue as error:
                 raise BadValue(f"{where}: {error}") from None
             if kind == "changelog":
-                yield values, *self._time_and_diff(record, where)
+                yield values, *time_and_diff(record, self.options, where)
             else:
                 yield values, item.time if item.time is not None else 0, 1
 
@@ -301,24 +301,6 @@ class ChangelogReader(DataSourceStreamReader):
             for record in found:
                 yield file.name, record
 
-    def _time_and_diff(self, record: dict[str, Any], where: str) -> tuple[int, int]:
-        time_column, diff_column = self.options.time_column, self.options.diff_column
-        try:
-            time = convert(record.get(time_column), "long")
-        except BadValue:
-            raise BadValue(
-                f"{where}: time column {time_column!r} is not an integer: "
-                f"{record.get(time_column)!r}"
-            ) from None
-        raw = record.get(diff_column)
-        if isinstance(raw, str) and raw.strip().lstrip("+-").isdigit():
-            raw = int(raw)
-        if not isinstance(raw, int) or isinstance(raw, bool):
-            raise BadValue(f"{where}: diff column {diff_column!r} is not an integer: {raw!r}")
-        if time is None:
-            raise BadValue(f"{where}: time column {time_column!r} is missing")
-        return int(time), raw
-
     def _admit(self, names: list[str]) -> tuple[int, int | None]:
         """How many of the new changelog files ``names`` (in order) may be read, and the
         newest time in them.
@@ -330,7 +312,7 @@ class ChangelogReader(DataSourceStreamReader):
         expiration = self.options.expiration
         newest: int | None = None
         for count, name in enumerate(names):
-            last = self._newest_time(name)
+            last = newest_time(Location(self._full(name)), self.options)
             if last is not None and expiration != NO_UNTIL and last >= expiration:
                 held = HeldInput(file=name, time=last, expiration=expiration)
                 self.options.log_dir.child(HELD_FILE).write_text(held.to_json())
@@ -338,20 +320,6 @@ class ChangelogReader(DataSourceStreamReader):
             if last is not None:
                 newest = last if newest is None else max(newest, last)
         return len(names), newest
-
-    def _newest_time(self, name: str) -> int | None:
-        """The newest time in changelog file ``name``, ``None`` when it has no rows: by
-        Arrow when it can tell (a fifth of the time; a bad diff is then reported when the
-        file is read), else row by row."""
-        file = Location(self._full(name))
-        newest = newest_integer(file, self.options.format, self.options.time_column)
-        return newest if newest is not None else max(self._own_times(name), default=None)
-
-    def _own_times(self, name: str) -> Iterator[int]:
-        for number, record in enumerate(
-            records(Location(self._full(name)), self.options.format), start=1
-        ):
-            yield self._time_and_diff(record, f"{name}: row {number}")[0]
 
     # --- the source's own logs (runtime-owned, beside the checkpoint) --------------
 
