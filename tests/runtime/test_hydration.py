@@ -135,6 +135,27 @@ def test_dataflow_that_never_began_hydrates_with_its_first_batch() -> None:
     assert hydration.status() == HydrationStatus(True, 250, ())
 
 
+def test_a_dataflow_waiting_for_its_first_refresh_is_hydrated_with_what_it_has() -> None:
+    hydration = DataflowHydration("refreshed", HydrationMonitor(), clock=lambda: 40)
+    hydration.wait(Frontier.minimum())
+    assert hydration.status() == HydrationStatus(True, 0, ())
+
+
+def test_the_empty_first_batch_before_the_first_step_does_not_hydrate() -> None:
+    # Spark runs a new query's first batch at once; run before the engine's first step,
+    # it ends at the initial offset and leaves the frontier at the minimum.
+    now = [0]
+    hydration = DataflowHydration("early", HydrationMonitor(), clock=lambda: now[0])
+    hydration.observe_frontier(Frontier.minimum())
+    assert not hydration.status().hydrated
+    hydration.begin(None, Frontier.at(5000))  # the first step: the snapshot time
+    hydration.observe_frontier(Frontier.at(5000))
+    assert not hydration.status().hydrated
+    now[0] = 900
+    hydration.observe_frontier(Frontier.at(5001))
+    assert hydration.status() == HydrationStatus(True, 900, ())
+
+
 @pytest.mark.spark
 def test_constant_query_with_plan_is_hydrated_at_once(spark: SparkSession) -> None:
     from dataflow_operator.runtime.hydration.plan import live_plan

@@ -254,6 +254,8 @@ class Engine:
                     if clock_time is not None:
                         running.begin(clock_time)
                         ClockFile(running.settings.layout.clock).write(clock_time)
+                    else:
+                        running.hydration.wait(running.status.frontier)
                     if complete or first:  # a new dataflow hydrates in its first step
                         settling.append(running)
                 for running, _ in level:

@@ -68,12 +68,24 @@ class DataflowHydration:
     def observe_frontier(self, frontier: Frontier, query: Any = None) -> None:
         """A batch of ``query`` completed: the dataflow's write frontier is ``frontier``.
 
-        A dataflow that never began (no snapshot time: a refresh schedule that has not
-        fired yet) reads nothing but what it is given, and hydrates with its first batch.
+        Before :meth:`begin`, a batch that left the frontier at the minimum read nothing:
+        Spark runs a new query's first batch at once, before the engine first steps the
+        dataflow, and that batch says nothing of its hydration. Any other batch before
+        it is one of a dataflow that never begins (see :meth:`wait`).
         """
         if self.tracker is None:
+            if frontier == Frontier.minimum():
+                return
             self.tracker = self._tracker(Frontier.empty())
             self._query = query
+        self.tracker.observe_frontier(frontier)
+
+    def wait(self, frontier: Frontier) -> None:
+        """The engine stepped the dataflow without a snapshot time (a refresh schedule
+        that has not fired yet): it reads nothing but what it is given, so it is hydrated
+        at ``frontier``."""
+        if self.tracker is None:
+            self.tracker = self._tracker(Frontier.empty())
         self.tracker.observe_frontier(frontier)
 
     def status(self) -> HydrationStatus:
