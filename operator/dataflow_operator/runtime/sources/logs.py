@@ -77,7 +77,7 @@ def read_listing(log_dir: Location) -> list[tuple[str, int]]:
 
 
 def suffix_of(file: Location) -> str:
-    """A file name's extension, lower case (\"\" without one)."""
+    """A file name's extension, lower case (empty without one)."""
     return file.name.rsplit(".", 1)[-1].lower() if "." in file.name else ""
 
 
