@@ -29,6 +29,7 @@ from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.hydration.dataflow import DataflowHydration
 from dataflow_operator.runtime.strategies.build import BuiltDataflow
 from dataflow_operator.runtime.strategies.general import Recompute
+from dataflow_operator.runtime.strategies.held import INPUT_FRONTIER
 from dataflow_operator.runtime.token import Token, TokenDropped, active_tasks
 
 __all__ = ["BatchOutput", "DataflowSettings", "RunningDataflow"]
@@ -106,6 +107,7 @@ class RunningDataflow:
         self.hydration = DataflowHydration(settings.name)  # the dataflow's and its nodes'
         self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
+        self._upper_is_inputs = False  # the last batch's: then a settle batch moves nothing
 
     @property
     def name(self) -> str:
@@ -188,9 +190,13 @@ class RunningDataflow:
         A batch runs with the watermark of the batch before it, so a stateful dataflow's
         timers up to the new time (a temporal filter's retractions, held join output)
         fire only in the next batch. This asks for it now: one more round of the clock at
-        the same time, a batch with nothing new but the heartbeat.
+        the same time, a batch with nothing new but the heartbeat. None is needed when
+        the output's upper is the inputs' frontier already, as after a new query's first
+        batch: another batch could not move it.
         """
         if self.built is None or not self.built.stateful or self.failed or self.token.dropped:
+            return False
+        if self._upper_is_inputs:
             return False
         ClockFile(self.settings.layout.clock).next_round()
         return True
@@ -269,14 +275,21 @@ class RunningDataflow:
                 raise TokenDropped(self.tag) from None
             raise
 
-    def _upper(self, batch: int) -> int:
+    def _frontiers(self, batch: int) -> tuple[int, int]:
+        """The inputs' frontier with batch ``batch``, and the output's upper after it.
+
+        A stateful dataflow may still hold updates of earlier batches below the inputs'
+        frontier, until the watermark reaches them: its upper is at most the watermark's
+        successor. Not after a new query's first batch: nothing was held before it, and
+        its processors emit all its updates below that frontier.
+        """
         metadata, sources = offsets_of(self.settings.layout.checkpoint, batch)
         uppers = [int(s["upper"]) for s in sources if "upper" in s]
-        upper = min(uppers) if uppers else 0
-        if self.built is not None and self.built.stateful:
+        inputs = upper = min(uppers) if uppers else 0
+        if self.built is not None and self.built.stateful and batch > 0:
             watermark = int(str(metadata.get("batchWatermarkMs", 0)))
             upper = min(upper, watermark + 1)
-        return upper
+        return inputs, upper
 
     def _sink(self, frame: DataFrame, batch: int) -> None:
         """Called by Spark for every batch: persist the updates and the new upper.
@@ -284,7 +297,12 @@ class RunningDataflow:
         A batch whose updates nobody needs in the driver (no Subscribe output, no
         driver-side transform) is written by the executors (:mod:`.sink`).
         """
-        upper = self._upper(batch)
+        inputs, upper = self._frontiers(batch)
+        self._upper_is_inputs = upper >= inputs
+        # A new query's first batch is complete below its inputs' frontier: its tasks learn
+        # it (see strategies.held). Set on this thread, the one that runs the batch's job.
+        fresh = batch == 0 and self.built is not None and self.built.stateful
+        self.spark.sparkContext.setLocalProperty(INPUT_FRONTIER, str(inputs) if fresh else "")
         until = self.settings.until.lower
         built = self.built
         if built is not None and built.transform is None and self.on_output is None:

@@ -17,7 +17,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.strategies.columns import KEY, ROW, SIDE
-from dataflow_operator.runtime.strategies.held import HeldUpdates
+from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,7 +34,8 @@ Joined = tuple[str | None, str | None, int, int]
 History = dict[str, dict[int, int]]
 """A side's rows for one key: row JSON → {time: diff} (no zero diffs, no empty rows).
 
-Times at or below the watermark (the inputs' frontier) are merged into one: every update
+Times at or below the one the inputs are complete through (the watermark, or the batch's
+own input frontier: :func:`~.held.complete_through`) are merged into one: every update
 still to come is at a later time, so they are all "before" it alike.
 """
 
@@ -101,7 +102,7 @@ class ArrangedJoin(StatefulProcessor):
         frames = [frame for frame in rows if not frame.empty]
         if not frames:
             return
-        watermark = int(timerValues.getCurrentWatermarkInMs())
+        complete = complete_through(timerValues)
         frame = pd.concat(frames, ignore_index=True).iloc[:, :5]
         frame.columns = [SIDE, KEY, ROW, TIME, DIFF]
         out: list[Joined] = []
@@ -120,8 +121,8 @@ class ArrangedJoin(StatefulProcessor):
             known = self.arrangement.exists()
             for join_key, per_key in itertools.groupby(entries, key=lambda e: e[0][0]):
                 updates = [(int(s), row, int(t), int(d)) for (_, s, row, t), d in per_key]
-                self._apply_key(join_key, updates, watermark, out, known=known)
-        yield from self._emit(out, watermark)
+                self._apply_key(join_key, updates, complete, out, known=known)
+        yield from self._emit(out, complete)
 
     def _apply_key(
         self,

@@ -3,6 +3,15 @@
 The stateful operators (the temporal filter, joins, set operations) all keep what is not
 due yet the same way: a ``MapState`` keyed by the time, holding the pickled updates due
 then, and an event-time timer at that time. :class:`HeldUpdates` is that state.
+
+What is due is what :func:`complete_through` says: the watermark, which in a batch is the
+inputs' frontier *before* it (Spark computes it from the batch before). So a new query's
+first batch (watermark 0) would hold all its output for a second batch. It holds nothing
+from before, though, so the engine's sink tells that batch's tasks the inputs' frontier
+*with* it (:data:`INPUT_FRONTIER`, a job property), and every update below it is due in the
+batch itself: a new dataflow is complete, and hydrated, after one batch. Later batches go
+by the watermark alone, which keeps an operator's output in time order from one batch to
+the next (an aggregate over a join relies on it).
 """
 
 from __future__ import annotations
@@ -10,7 +19,22 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-__all__ = ["HeldUpdates"]
+__all__ = ["INPUT_FRONTIER", "HeldUpdates", "complete_through"]
+
+INPUT_FRONTIER = "dataflow.firstBatchInputFrontier"
+"""The Spark job property with the inputs' frontier (epoch ms) with a new query's first
+batch; unset in later batches."""
+
+
+def complete_through(timer_values: Any) -> int:
+    """The last time at which the inputs are complete in the running batch: the watermark,
+    or in a new query's first batch the inputs' frontier with it, minus one."""
+    from pyspark import TaskContext
+
+    watermark = int(timer_values.getCurrentWatermarkInMs())
+    context = TaskContext.get()
+    frontier = context.getLocalProperty(INPUT_FRONTIER) if context is not None else None
+    return max(watermark, int(frontier) - 1) if frontier else watermark
 
 
 class HeldUpdates:

@@ -19,7 +19,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.multiplicity import SetOperation, output_multiplicity
 from dataflow_operator.runtime.strategies.columns import ROW, SIDE
-from dataflow_operator.runtime.strategies.held import HeldUpdates
+from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +55,7 @@ class RowCounts(StatefulProcessor):
         """Hold the updates by time until the watermark reaches it (apply those it has)."""
         import pandas as pd  # here, not at the top: see the module docstring
 
-        watermark = int(timerValues.getCurrentWatermarkInMs())
+        watermark = complete_through(timerValues)
         frames = [frame for frame in rows if not frame.empty]
         if not frames:
             return

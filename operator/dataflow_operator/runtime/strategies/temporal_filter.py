@@ -33,7 +33,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.runtime.strategies.columns import BUCKET
-from dataflow_operator.runtime.strategies.held import HeldUpdates
+from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,6 +89,7 @@ class TemporalFilter(StatefulProcessor):
         frame = pd.concat(frames, ignore_index=True)
         width = len(self.columns)
         watermark = int(timerValues.getCurrentWatermarkInMs())
+        complete = complete_through(timerValues)
         time = frame.iloc[:, width].astype("int64").to_numpy()
         diff = frame.iloc[:, width + 1].astype("int64").to_numpy()
         lower = frame.iloc[:, width + 2].to_numpy(dtype="float64", na_value=np.nan)
@@ -114,7 +115,7 @@ class TemporalFilter(StatefulProcessor):
                 keep &= ~replay
             for index in np.flatnonzero(keep):
                 when = int(at[index])
-                if when <= watermark or (when == time[index] and not replay[index]):
+                if when <= complete or (when == time[index] and not replay[index]):
                     due.append((*records[index], when, int(signed[index])))
                 else:
                     later.setdefault(when, []).append((records[index], int(signed[index])))
