@@ -108,6 +108,7 @@ class RunningDataflow:
         self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
         self._upper_is_inputs = False  # the last batch's: then a settle batch moves nothing
+        self._told_inputs = False  # this thread's batch jobs carry the inputs' frontier
 
     @property
     def name(self) -> str:
@@ -300,9 +301,11 @@ class RunningDataflow:
         inputs, upper = self._frontiers(batch)
         self._upper_is_inputs = upper >= inputs
         # A new query's first batch is complete below its inputs' frontier: its tasks learn
-        # it (see strategies.held). Set on this thread, the one that runs the batch's job.
+        # it (see strategies.held). Set on this thread, the one that runs the batch's jobs.
         fresh = batch == 0 and self.built is not None and self.built.stateful
-        self.spark.sparkContext.setLocalProperty(INPUT_FRONTIER, str(inputs) if fresh else "")
+        if fresh or self._told_inputs:
+            self.spark.sparkContext.setLocalProperty(INPUT_FRONTIER, str(inputs) if fresh else "")
+            self._told_inputs = fresh
         until = self.settings.until.lower
         built = self.built
         if built is not None and built.transform is None and self.on_output is None:
