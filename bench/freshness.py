@@ -31,6 +31,7 @@ import http.client
 import json
 import os
 import queue
+import random
 import shutil
 import socket
 import statistics
@@ -146,12 +147,15 @@ def insert_to_output(work: Path, inserts: int, tick: str, running_for: float) ->
         _wait_for_id(lines, -1, began + 300)
         print(f"run: first output (the snapshot row) {time.monotonic() - began:.1f} s after start")
         phases: list[tuple[str, list[float]]] = []
+        pauses = random.Random(15)
         for phase in ("from the first output on", f"after {running_for:.0f} s of running"):
             if phases:
                 time.sleep(max(0.0, began + running_for - time.monotonic()))
             latencies: list[float] = []
             for i in range(len(phases) * inserts, (len(phases) + 1) * inserts):
-                time.sleep(0.3)
+                # A random pause: an insert lands anywhere in a step, not always at the
+                # same point after the last output (the latency depends on where).
+                time.sleep(0.3 + pauses.random())
                 _insert(table, i)
                 returned = time.monotonic()
                 latencies.append(_wait_for_id(lines, i, returned + 60) - returned)
