@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from tests.fresh_imports import modules_imported_by
 
 from dataflow_operator import api
 
@@ -23,14 +21,6 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_the_insert_command_does_not_build_the_models() -> None:
-    code = (
-        "import sys\n"
-        "import dataflow_operator.runtime.cli.insert\n"
-        "print(' '.join(sorted(sys.modules)))\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    imported = set(result.stdout.split())
+    imported = modules_imported_by("dataflow_operator.runtime.cli.insert")
     assert "pydantic" not in imported
     assert "dataflow_operator.api.dataflow" not in imported

@@ -7,10 +7,8 @@ before the first batch."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from tests.fresh_imports import packages_imported_by
 
 HEAVY = ("pandas", "numpy", "pyarrow", "sqlglot", "pydantic")
 """What the runner does not import itself, and a processor's ``init`` does not need."""
@@ -26,30 +24,15 @@ HEAVY = ("pandas", "numpy", "pyarrow", "sqlglot", "pydantic")
     ],
 )
 def test_the_pre_init_runner_imports_nothing_heavy_for_a_processor(module: str) -> None:
-    code = (
-        "import sys\n"
-        "import pyspark.sql.streaming.transform_with_state_driver_worker\n"
-        "before = set(sys.modules)\n"
-        f"import {module}\n"
-        f"print(' '.join(sorted({{m.split('.')[0] for m in set(sys.modules) - before}})))\n"
+    imported = packages_imported_by(
+        module, after="pyspark.sql.streaming.transform_with_state_driver_worker"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    imported = set(result.stdout.split())
     assert not imported & set(HEAVY), f"{module} imports {sorted(imported & set(HEAVY))}"
 
 
 def test_the_source_runner_imports_no_sqlglot_or_logging_for_a_table_source() -> None:
-    code = (
-        "import sys\n"
-        "import pyspark.sql.streaming.python_streaming_source_runner\n"
-        "before = set(sys.modules)\n"
-        "import dataflow_operator.runtime.sources.reader\n"
-        "print(' '.join(sorted({m.split('.')[0] for m in set(sys.modules) - before})))\n"
+    imported = packages_imported_by(
+        "dataflow_operator.runtime.sources.reader",
+        after="pyspark.sql.streaming.python_streaming_source_runner",
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    imported = set(result.stdout.split())
     assert not imported & {"sqlglot", "pydantic", "structlog"}, sorted(imported)

@@ -26,13 +26,17 @@ START = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DAY = 86_400_000
 
 
+def _engine(spark: SparkSession, tmp_path: Path) -> tuple[Engine, list[BatchOutput]]:
+    """An engine at START, and the list its outputs go to."""
+    outputs: list[BatchOutput] = []
+    config = EngineConfig(state_dir=tmp_path / "state", start_time=START)
+    return Engine(spark, config, outputs.append), outputs
+
+
 def test_a_wall_step_is_one_batch_and_its_due_updates_follow_in_the_next(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    outputs: list[BatchOutput] = []
-    engine = Engine(
-        spark, EngineConfig(state_dir=tmp_path / "state", start_time=START), outputs.append
-    )
+    engine, outputs = _engine(spark, tmp_path)
     events = tmp_path / "events"
     insert_rows(events, [{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}])
     source = {
@@ -79,10 +83,7 @@ def test_a_wall_step_is_one_batch_and_its_due_updates_follow_in_the_next(
 def test_a_new_join_is_complete_and_hydrated_after_one_batch(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    outputs: list[BatchOutput] = []
-    engine = Engine(
-        spark, EngineConfig(state_dir=tmp_path / "state", start_time=START), outputs.append
-    )
+    engine, outputs = _engine(spark, tmp_path)
     orders, customers = tmp_path / "orders", tmp_path / "customers"
     insert_rows(orders, [{"customer": 1, "amount": 5}, {"customer": 1, "amount": 7}])
     insert_rows(orders, [{"customer": 2, "amount": 1}, {"customer": 3, "amount": 4}])

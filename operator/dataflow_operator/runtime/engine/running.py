@@ -108,7 +108,6 @@ class RunningDataflow:
         self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
         self._upper_is_inputs = False  # the last batch's: then a settle batch moves nothing
-        self._told_inputs = False  # this thread's batch jobs carry the inputs' frontier
 
     @property
     def name(self) -> str:
@@ -302,10 +301,10 @@ class RunningDataflow:
         self._upper_is_inputs = upper >= inputs
         # A new query's first batch is complete below its inputs' frontier: its tasks learn
         # it (see strategies.held). Set on this thread, the one that runs the batch's jobs.
-        fresh = batch == 0 and self.built is not None and self.built.stateful
-        if fresh or self._told_inputs:
-            self.spark.sparkContext.setLocalProperty(INPUT_FRONTIER, str(inputs) if fresh else "")
-            self._told_inputs = fresh
+        # Cleared in the next batch (a restarted query runs on a new thread).
+        if batch <= 1 and self.built is not None and self.built.stateful:
+            told = str(inputs) if batch == 0 else ""
+            self.spark.sparkContext.setLocalProperty(INPUT_FRONTIER, told)
         until = self.settings.until.lower
         built = self.built
         if built is not None and built.transform is None and self.on_output is None:
