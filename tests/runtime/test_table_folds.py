@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import LongType, StructField
+from tests.runtime.source_rows import rows_read, source_schema
 
 from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.clock import ClockFile
@@ -27,7 +28,7 @@ from dataflow_operator.runtime.sources.table_folds import (
 )
 from dataflow_operator.runtime.storage import Location
 
-SCHEMA = StructType([StructField("id", LongType())])
+SCHEMA = source_schema(StructField("id", LongType()))
 
 
 def _table(tmp_path: Path, *batches: list[int]) -> tuple[Location, list[str]]:
@@ -125,7 +126,7 @@ def _read(reader: ChangelogReader, start: dict[str, Any]) -> tuple[dict[str, Any
     ids = [
         row[0]
         for task in reader.partitions(start, end)
-        for row in reader.read(task)
+        for row in rows_read(reader, task)
         if not row[-2]  # not the heartbeat
     ]
     return end, sorted(ids)
@@ -163,5 +164,5 @@ def test_a_file_folded_between_planning_and_reading_is_read_from_the_fold(
     end = reader.latestOffset(start)
     tasks = reader.partitions(start, end)
     assert fold_table(table, names) == 2  # another reader's release, meanwhile
-    ids = sorted(row[0] for task in tasks for row in reader.read(task) if not row[-2])
+    ids = sorted(row[0] for task in tasks for row in rows_read(reader, task) if not row[-2])
     assert ids == [1, 2]

@@ -168,12 +168,15 @@ class Location:
             wanted = None if columns is None else list(columns)
             yield from pq.ParquetFile(file).iter_batches(columns=wanted)
 
-    def read_json_batches(self) -> Generator[pa.RecordBatch, None, None]:
+    def read_json_batches(
+        self, parse_options: pa_json.ParseOptions | None = None
+    ) -> Generator[pa.RecordBatch, None, None]:
         """A JSON-lines file's record batches as Arrow parses them, a block at a time (the
-        types are inferred from the first block; a later block that disagrees raises)."""
+        types are those of ``parse_options``' explicit schema, the others inferred from
+        the first block; a later block that disagrees raises)."""
         fs, path = self._fs()
         with fs.open_input_stream(path) as stream:
-            yield from pa_json.open_json(stream)
+            yield from pa_json.open_json(stream, parse_options=parse_options)
 
     def size(self) -> int:
         """The file's size in bytes (0 when it is not there)."""

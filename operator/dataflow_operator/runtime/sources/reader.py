@@ -34,23 +34,24 @@ held time, reads it.
 
 from __future__ import annotations
 
-import datetime as dt
 import time as wall
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
-from dataflow_operator.runtime.sources.changelog_times import newest_time, time_and_diff
-from dataflow_operator.runtime.sources.ingested import updates_table
+from dataflow_operator.runtime.sources.batches import UpdateColumns
+from dataflow_operator.runtime.sources.changelog_times import newest_time
+from dataflow_operator.runtime.sources.item_updates import item_batches
 from dataflow_operator.runtime.sources.logs import (
     FILES_LOG,
     HELD_FILE,
     HeldInput,
     list_data_files,
     read_listing,
-    records,
 )
 from dataflow_operator.runtime.sources.options import (
     BATCH_TIME,
@@ -61,12 +62,10 @@ from dataflow_operator.runtime.sources.options import (
 )
 from dataflow_operator.runtime.sources.read_tasks import ReadItem, ReadTask, read_tasks
 from dataflow_operator.runtime.sources.table_folds import (
-    fold_records,
     latest_fold,
     table_files,
 )
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue, convert_row
 
 if TYPE_CHECKING:
     from dataflow_operator.runtime.sources.kafka import KafkaIngest
@@ -91,6 +90,8 @@ class ChangelogReader(DataSourceStreamReader):
         self.options = SourceOptions(options)
         runtime = {TIME, DIFF, HEARTBEAT, BATCH_TIME}
         self.fields = [(f.name, f.dataType) for f in schema.fields if f.name not in runtime]
+        self.schema = schema
+        self._update_columns: UpdateColumns | None = None
         self.kafka: KafkaIngest | None = None
         self._fold: tuple[int, list[str]] | None = None
         """A table's latest fold seen: its number and its members."""
@@ -242,64 +243,29 @@ class ChangelogReader(DataSourceStreamReader):
 
     # --- reading --------------------------------------------------------------------
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """The rows of one chunk (or its heartbeat); new input is also recorded in the
-        ingested collection before the task ends."""
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The updates of one chunk (or its heartbeat) as Arrow batches; new input is also
+        recorded in the ingested collection before the task ends."""
         assert isinstance(partition, ReadTask)
-        batch_ts = dt.datetime.fromtimestamp(partition.batch_time / 1000, tz=dt.UTC)
+        columns = self._columns()
         if partition.heartbeat:
-            yield (*([None] * len(self.fields)), partition.batch_time, 0, True, batch_ts)
-        recorded: list[tuple[Any, ...]] = []
+            yield columns.heartbeat(partition.batch_time)
+        recorded: list[pa.RecordBatch] = []
         for item in partition.items:
-            for count, (values, own_time, diff) in enumerate(self._updates(item)):
-                if count % 4096 == 0 and self.options.dropped():
+            for updates in item_batches(item, self.options, self.fields, columns):
+                if self.options.dropped():
                     _await_cancel()  # emit nothing more; the batch is never committed
-                update = (*values, max(own_time, item.floor), diff)
+                floored = _at_least(updates, item.floor, len(columns.fields))
                 if partition.ingest is not None:
-                    recorded.append(update)
-                yield (*update, False, batch_ts)
+                    recorded.append(floored)
+                yield columns.spark_batch(floored, partition.batch_time)
         if partition.ingest is not None and recorded:
-            Location(partition.ingest).write_parquet(updates_table(self.fields, recorded))
+            Location(partition.ingest).write_parquet(pa.Table.from_batches(recorded))
 
-    def _updates(self, item: ReadItem) -> Iterator[tuple[tuple[Any, ...], int, int]]:
-        if item.stored:
-            for record in records(Location(item.uri), "parquet"):
-                time = int(record[TIME]) if item.time is None else item.time
-                yield convert_row(record, self.fields), time, int(record[DIFF])
-            return
-        kind = self.options.kind
-        rows: dict[str, int] = {}
-        for name, record in self._records(item):
-            rows[name] = number = rows.get(name, 0) + 1
-            where = f"{name}: row {number}"
-            try:
-                values = convert_row(record, self.fields)
-            except BadValue as error:
-                raise BadValue(f"{where}: {error}") from None
-            if kind == "changelog":
-                yield values, *time_and_diff(record, self.options, where)
-            else:
-                yield values, item.time if item.time is not None else 0, 1
-
-    def _records(self, item: ReadItem) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``(file, record)`` for an item's rows; a table's file that is no longer in its
-        directory (folded since it was listed) is read from the table's latest fold."""
-        file = Location(item.uri)
-        if item.members:
-            yield from fold_records(file, item.members)
-            return
-        found = records(file, self.options.format)
-        try:
-            first = next(found, None)  # opens the file
-        except FileNotFoundError:
-            if self.options.kind != "table":
-                raise
-            yield from fold_records(file.parent, [file.name])
-            return
-        if first is not None:
-            yield file.name, first
-            for record in found:
-                yield file.name, record
+    def _columns(self) -> UpdateColumns:
+        if self._update_columns is None:
+            self._update_columns = UpdateColumns.of(self.schema, [name for name, _ in self.fields])
+        return self._update_columns
 
     def _admit(self, names: list[str]) -> tuple[int, int | None]:
         """How many of the new changelog files ``names`` (in order) may be read, and the
@@ -353,6 +319,14 @@ class ChangelogReader(DataSourceStreamReader):
         if self._fold is None or self._fold[0] != fold.number:
             self._fold = (fold.number, fold.members())
         return table_files(visible, self._fold[1])
+
+
+def _at_least(updates: pa.RecordBatch, floor: int, time_index: int) -> pa.RecordBatch:
+    """``updates`` with their times below ``floor`` advanced to it (late updates)."""
+    if not floor:
+        return updates
+    times = pc.max_element_wise(updates.column(time_index), floor)
+    return updates.set_column(time_index, TIME, times)
 
 
 class ChangelogSource(DataSource):
