@@ -181,11 +181,16 @@ def _add(history: History, row: str, time: int, diff: int) -> None:
 
 
 def _compact(history: History, watermark: int) -> None:
-    """Merge each row's times at or below ``watermark`` into one, at ``watermark``."""
-    for row in list(history):
+    """Merge each row's times at or below ``watermark`` into one, at ``watermark``.
+
+    A row with one time is left as it is, whatever the time: all times at or below the
+    watermark are alike (see :data:`History`), so only a row with more than one needs
+    merging. Most rows have one, so this looks at each row once and rewrites few.
+    """
+    for row in [row for row, times in history.items() if len(times) > 1]:
         times = history[row]
         old = [t for t in times if t <= watermark]
-        if len(old) > 1 or (old and old[0] != watermark):
+        if len(old) > 1:
             total = sum(times.pop(t) for t in old)
             if total:
                 times[watermark] = total
