@@ -35,13 +35,44 @@ class FakeMapState:
     def removeKey(self, key: tuple[Any, ...]) -> None:
         self.values.pop(key, None)
 
+    def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        return iter(list(self.values.items()))
+
+    def clear(self) -> None:
+        self.values.clear()
+
+
+class FakeValueState:
+    """What ``handle.getValueState`` returns, in memory."""
+
+    def __init__(self) -> None:
+        self.value: tuple[Any, ...] | None = None
+
+    def exists(self) -> bool:
+        return self.value is not None
+
+    def get(self) -> tuple[Any, ...] | None:
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+    def clear(self) -> None:
+        self.value = None
+
 
 class FakeHandle:
-    def __init__(self) -> None:
-        self.state = FakeMapState()
+    """A processor's state handle for one grouping key: each state by its name."""
 
-    def getMapState(self, *_: Any) -> FakeMapState:
-        return self.state
+    def __init__(self) -> None:
+        self.maps: dict[str, FakeMapState] = {}
+        self.values: dict[str, FakeValueState] = {}
+
+    def getMapState(self, name: str, *_: Any) -> FakeMapState:
+        return self.maps.setdefault(name, FakeMapState())
+
+    def getValueState(self, name: str, *_: Any) -> FakeValueState:
+        return self.values.setdefault(name, FakeValueState())
 
 
 def _key(row: dict[str, Any]) -> str | None:
@@ -147,7 +178,7 @@ def test_join_state_matches_a_nested_loop_join(seed: int, preserves: tuple[bool,
         r for r, _ in present[1] if _key(r)
     ):
         return
-    assert handle.state.values  # the arrangement holds the keyed rows
+    assert handle.maps["arrangement"].values  # the arrangement holds the keyed rows
 
 
 def _nonzero(counts: Counter[Any]) -> dict[Any, int]:

@@ -215,3 +215,28 @@ def test_a_query_on_a_local_checkpoint_uses_the_file_system_checkpoint_manager()
     assert local["spark.sql.shuffle.partitions"] == "3"
     remote = query_conf(Location.of("s3a://bucket/state/dataflows/d/checkpoint"), 3)
     assert CHECKPOINT_FILE_MANAGER not in remote  # Spark's default: FileContext's renames
+
+
+def test_a_checkpoint_of_another_state_format_starts_over(tmp_path: Path) -> None:
+    from dataflow_operator.api.dataflow import DataflowSpec
+    from dataflow_operator.runtime.engine.install import DataflowStarter, state_fingerprint
+    from dataflow_operator.runtime.engine.layout import DataflowLayout
+
+    spec = DataflowSpec.model_validate(
+        {
+            "cluster": "c",
+            "kind": "Index",
+            "sources": [
+                {"name": "t", "table": {"path": str(tmp_path / "t"), "schema": "n BIGINT"}}
+            ],
+            "sql": "SELECT n, count(*) AS c FROM t GROUP BY n",
+        }
+    )
+    layout = DataflowLayout.of(Location.of(tmp_path / "state"), "d")
+    layout.root.make_dirs()
+    assert not DataflowStarter.spec_changed(layout, spec)  # nothing there yet
+    layout.spec_file.write_text(state_fingerprint(spec))
+    assert not DataflowStarter.spec_changed(layout, spec)
+    # Written by the runtime before the aggregate's totals were chunked: the spec alone.
+    layout.spec_file.write_text(spec.model_dump_json(by_alias=True))
+    assert DataflowStarter.spec_changed(layout, spec)

@@ -37,9 +37,10 @@ from dataflow_operator.runtime.sources.kafka_client import CLIENT_ENV
 from dataflow_operator.runtime.sources.kafka_config import encode_properties
 from dataflow_operator.runtime.sources.logs import HELD_FILE, INGESTED_DIR, HeldInput
 from dataflow_operator.runtime.storage import Location
+from dataflow_operator.runtime.strategies import STATE_FORMAT
 from dataflow_operator.runtime.strategies.build import build_dataflow
 
-__all__ = ["SOURCE_FILE", "DataflowStarter", "Upstream", "remove_state"]
+__all__ = ["SOURCE_FILE", "DataflowStarter", "Upstream", "remove_state", "state_fingerprint"]
 
 SOURCE_FILE = "source.json"
 """The source's settings its logs were made with (in its log directory)."""
@@ -71,7 +72,7 @@ class DataflowStarter:
     def spec_changed(layout: DataflowLayout, spec: DataflowSpec) -> bool:
         """True when the state on disk was made for another spec (and will be reset)."""
         recorded = layout.spec_file.read_text_or_none()
-        return recorded is not None and recorded != spec.model_dump_json(by_alias=True)
+        return recorded is not None and recorded != state_fingerprint(spec)
 
     def start(
         self, catalog: Catalog, desired: DesiredDataflow, upstream: Upstream
@@ -133,8 +134,9 @@ class DataflowStarter:
         return running
 
     def _reset_if_changed(self, layout: DataflowLayout, spec: DataflowSpec) -> None:
-        """A changed spec starts over: its old checkpoint and changelog are for another query."""
-        fingerprint = spec.model_dump_json(by_alias=True)
+        """A changed spec starts over: its old checkpoint and changelog are for another query
+        (or for operators whose state another runtime laid out: :data:`STATE_FORMAT`)."""
+        fingerprint = state_fingerprint(spec)
         recorded = layout.spec_file.read_text_or_none()
         if recorded == fingerprint:
             return
@@ -209,6 +211,13 @@ class DataflowStarter:
                 "diff_column": source.changelog.diff_column,
             }
         return SourceInput(source.name, settings.schema_, options)
+
+
+def state_fingerprint(spec: DataflowSpec) -> str:
+    """What a dataflow's checkpoint was made for (its layout's ``spec.json``): the spec, and
+    the :data:`~dataflow_operator.runtime.strategies.STATE_FORMAT` of its operators' state."""
+    spec_json = spec.model_dump_json(by_alias=True)
+    return f'{{"stateFormat": {STATE_FORMAT}, "spec": {spec_json}}}'
 
 
 def _reads_alike(recorded: str | None, source: Source) -> bool:

@@ -15,3 +15,10 @@ Their processors (:mod:`.temporal_filter`'s, :mod:`.aggregate`, :mod:`.arrangeme
 joins, :mod:`.row_counts` for set operations) live in modules light to import: Spark's
 pre-init runner unpickles each in a new Python process at every query start.
 """
+
+STATE_FORMAT = 2
+"""The layout of the stateful operators' state. Raised whenever one changes (2: an
+aggregate's group totals in chunks), so that a dataflow whose checkpoint another layout
+wrote starts over (it re-reads its input from its sources' ingested collections) instead
+of reading state it cannot: see :func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.
+"""

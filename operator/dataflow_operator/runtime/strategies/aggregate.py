@@ -3,11 +3,12 @@
 The core plans the query (:class:`dataflow_operator.core.incremental.AggregatePlan`): the
 partial sums' terms per input row (``per_row_sql``), and ``changelog_sql``, which maps a
 group's totals to its output row, passing ``__time`` and ``__diff``. Here
-:class:`GroupTotals` keeps each group's totals in a ``MapState`` (groups bucketed into a
-few state keys) and, for each group and time it changes, emits its totals before (diff
-−1) and after (diff +1) as ``__mz_groups`` rows, which ``changelog_sql`` turns into
-output updates. A before/after pair that maps to the same output row cancels out when
-the sink consolidates its batch.
+:class:`GroupTotals` keeps each group's totals in a :class:`~.chunked_state.ChunkedMap`
+(groups bucketed into a few state keys, a bucket's groups into a few chunks) and, for
+each group and time it changes, emits its totals before (diff −1) and after (diff +1)
+as ``__mz_groups`` rows, which ``changelog_sql`` turns into output updates. A
+before/after pair that maps to the same output row cancels out when the sink
+consolidates its batch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,7 +73,7 @@ class GroupTotals(StatefulProcessor):
 
     def init(self, handle: Any) -> None:
         """Declare the state: totals by group."""
-        self.totals = handle.getMapState("totals", "g BINARY", "totals BINARY")
+        self.totals = ChunkedMap(handle, "totals")
 
     def handleInputRows(  # noqa: N802 - Spark's name
         self,
@@ -97,18 +100,12 @@ class GroupTotals(StatefulProcessor):
             current = per_time.get(time)
             per_time[time] = amounts if current is None else self._combine(current, amounts)
         out: list[tuple[Any, ...]] = []
-        # One call to the state store, not one per group, when the bucket holds none yet
-        # (a hydration): each call is a round trip to the JVM.
-        known = self.totals.exists()
+        stored = self.totals.load(partials)
         for pickled, per_time in partials.items():
             group = pickle.loads(pickled)
-            state_key = (pickled,)
-            stored = self.totals.getValue(state_key) if known else None
-            totals: list[Any] = (
-                pickle.loads(stored[0])
-                if stored
-                else [{} if kind != "sum" else 0 for kind in self.kinds]
-            )
+            totals: list[Any] = stored.get(pickled) or [
+                {} if kind != "sum" else 0 for kind in self.kinds
+            ]
             for time in sorted(per_time):
                 after = self._combine(totals, per_time[time])
                 if totals[-1] != 0:
@@ -117,9 +114,10 @@ class GroupTotals(StatefulProcessor):
                     out.append((*group, *self._values(after), time, 1))
                 totals = after
             if totals[-1] == 0:
-                self.totals.removeKey(state_key)
+                self.totals.delete(pickled)
             else:
-                self.totals.updateValue(state_key, (pickle.dumps(totals),))
+                self.totals.set(pickled, totals)
+        self.totals.store()
         if out:
             yield pd.DataFrame(out, columns=range(len(out[0])))
 

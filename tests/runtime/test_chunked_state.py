@@ -1,0 +1,86 @@
+"""A bucket's many small entries in a few state chunks (:class:`ChunkedMap`), without Spark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.runtime.test_join_state import FakeHandle, FakeMapState
+
+from dataflow_operator.runtime.strategies.chunked_state import ENTRIES_PER_CHUNK, ChunkedMap
+
+
+class CountingMapState(FakeMapState):
+    """A map state that counts the calls a processor makes (each a JVM round trip)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        self.calls += 1
+        return super().getValue(key)
+
+    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:
+        self.calls += 1
+        super().updateValue(key, value)
+
+
+def _handle() -> tuple[FakeHandle, CountingMapState]:
+    handle = FakeHandle()
+    chunks = handle.maps["m"] = CountingMapState()
+    return handle, chunks
+
+
+BATCHES = st.lists(
+    st.dictionaries(st.integers(0, 400).map(lambda k: b"k%d" % k), st.none() | st.integers()),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=BATCHES)
+def test_what_is_stored_is_what_a_dictionary_holds(batches: list[dict[bytes, int | None]]) -> None:
+    handle, _ = _handle()
+    model: dict[bytes, int] = {}
+    for changes in batches:  # each batch: a new processor, as each Spark task has
+        stored = ChunkedMap(handle, "m")
+        found = stored.load(changes)
+        assert found == {k: model[k] for k in changes if k in model}
+        for key, value in changes.items():
+            if value is None:
+                stored.delete(key)
+                model.pop(key, None)
+            else:
+                stored.set(key, value)
+                model[key] = value
+        stored.store()
+        everything = ChunkedMap(handle, "m").load(b"k%d" % k for k in range(401))
+        assert everything == model
+        depth, entries = handle.values["m_meta"].get() or (0, 0)
+        assert entries == len(model)
+        assert len(model) <= ENTRIES_PER_CHUNK << depth  # the chunks grew with the entries
+
+
+def test_a_batch_reads_and_writes_each_chunk_it_touches_once() -> None:
+    handle, chunks = _handle()
+    first = ChunkedMap(handle, "m")
+    keys = [b"group %d" % n for n in range(10_000)]
+    assert first.load(keys) == {}
+    for key in keys:
+        first.set(key, 1)
+    first.store()
+    assert chunks.calls == len(chunks.values) <= 2 * 10_000 // ENTRIES_PER_CHUNK  # no reads
+    assert max(len(v[0]) for v in chunks.values.values()) < 4096  # small pickles
+
+    chunks.calls = 0
+    later = ChunkedMap(handle, "m")
+    changed = keys[:1000]  # more keys than chunks
+    assert later.load(changed) == dict.fromkeys(changed, 1)
+    for key in changed:
+        later.set(key, 2)
+    later.store()
+    touched = len({first._index(key) for key in changed})
+    assert chunks.calls == 2 * touched < len(changed)
