@@ -17,8 +17,9 @@ pre-init runner unpickles each in a new Python process at every query start.
 """
 
 STATE_FORMAT = 2
-"""The layout of the stateful operators' state. Raised whenever one changes (2: an
-aggregate's group totals in chunks), so that a dataflow whose checkpoint another layout
-wrote starts over (it re-reads its input from its sources' ingested collections) instead
-of reading state it cannot: see :func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.
+"""The layout of the stateful operators' state, raised whenever one changes (2: the
+aggregate's group totals and the set operations' row counts in chunks). A dataflow whose
+checkpoint another layout wrote starts over (it re-reads its input from its sources'
+ingested collections) instead of reading state it cannot: see
+:func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.
 """

@@ -10,7 +10,6 @@ builds the query (sqlglot through the core, pyarrow). See :mod:`.multiset` for t
 from __future__ import annotations
 
 import itertools
-import pickle
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.multiplicity import SetOperation, output_multiplicity
+from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
 from dataflow_operator.runtime.strategies.columns import ROW, SIDE
 from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
 
@@ -42,8 +42,8 @@ class RowCounts(StatefulProcessor):
         self.operation = operation
 
     def init(self, handle: Any) -> None:
-        """Declare the state: counts per row, and the updates held per time."""
-        self.counts = handle.getMapState("counts", "r STRING", "counts BINARY")
+        """Declare the state: counts per row (in chunks), and the updates held per time."""
+        self.counts = ChunkedMap(handle, "counts")
         self.pending = HeldUpdates(handle)
 
     def handleInputRows(  # noqa: N802 - Spark's name
@@ -97,18 +97,21 @@ class RowCounts(StatefulProcessor):
         for side, row, diff in updates:
             changes.setdefault(row, [0, 0])[side] += diff
         out: list[tuple[str, int, int]] = []
+        keys = {row: row.encode() for row in changes}
+        stored = self.counts.load(keys.values())
         for row, (da, db) in changes.items():
-            current = self.counts.getValue((row,))
-            a, b = pickle.loads(current[0]) if current else (0, 0)
+            key = keys[row]
+            a, b = stored.get(key, (0, 0))
             before = output_multiplicity(self.operation, a, b)
             a, b = a + da, b + db
             change = output_multiplicity(self.operation, a, b) - before
             if change:
                 out.append((row, time, change))
             if a or b:
-                self.counts.updateValue((row,), (pickle.dumps((a, b)),))
+                self.counts.set(key, (a, b))
             else:
-                self.counts.removeKey((row,))
+                self.counts.delete(key)
+        self.counts.store()
         return out
 
     def close(self) -> None:
