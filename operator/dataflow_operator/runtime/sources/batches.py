@@ -24,11 +24,13 @@ __all__ = ["UpdateColumns"]
 
 @dataclass(frozen=True, slots=True)
 class UpdateColumns:
-    """A source's updates as Arrow sees them: its data columns (name, Spark type name,
-    Arrow type as Spark's conversion types it), then ``__time`` and ``__diff``;
-    ``output``: the schema of what Spark reads (those, then the batch's columns)."""
+    """A source's updates as Arrow sees them: its data columns (``fields``: name, Spark
+    type name, Arrow type as Spark's conversion types it), then ``__time`` and ``__diff``
+    (``schema``); ``output``: the schema of what Spark reads (those, then the batch's
+    columns)."""
 
     fields: tuple[tuple[str, str, pa.DataType], ...]
+    schema: pa.Schema
     output: pa.Schema
     converters: tuple[Any, ...] = field(repr=False)
 
@@ -41,22 +43,16 @@ class UpdateColumns:
 
         output = to_arrow_schema(spark_schema, timezone="UTC")
         by_name = {f.name: f for f in spark_schema.fields}
+        arrow = [(name, output.field(name).type) for name in data]
         return cls(
-            tuple(
-                (name, by_name[name].dataType.typeName(), output.field(name).type) for name in data
-            ),
+            tuple((name, by_name[name].dataType.typeName(), kind) for name, kind in arrow),
+            pa.schema([*arrow, (TIME, pa.int64()), (DIFF, pa.int64())]),
             output,
             tuple(
                 LocalDataToArrowConversion._create_converter(by_name[name].dataType)
                 for name in data
             ),
         )
-
-    @property
-    def schema(self) -> pa.Schema:
-        """Data columns, ``__time``, ``__diff``."""
-        data = [(name, arrow) for name, _, arrow in self.fields]
-        return pa.schema([*data, (TIME, pa.int64()), (DIFF, pa.int64())])
 
     def from_rows(self, rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
         """Updates ``(*values, time, diff)``, values as :func:`~.values.convert` gives them,
@@ -65,30 +61,32 @@ class UpdateColumns:
         for row in rows:
             for index, value in enumerate(row):
                 columns[index].append(value)
-        arrays = [
+        data = [
             [convert(value) for value in values]
-            for convert, values in zip(self.converters, columns, strict=False)
+            for convert, values in zip(self.converters, columns[:-2], strict=True)
         ]
-        return pa.RecordBatch.from_arrays([*arrays, *columns[-2:]], schema=self.schema)
+        return pa.RecordBatch.from_arrays([*data, *columns[-2:]], schema=self.schema)
 
     def spark_batch(self, updates: pa.RecordBatch, batch_time: int) -> pa.RecordBatch:
         """``updates`` as Spark reads them: with ``__hb`` false and the batch's time."""
         rows = updates.num_rows
-        stamp = pa.scalar(_timestamp(batch_time), self.output.field(len(self.fields) + 3).type)
         return pa.RecordBatch.from_arrays(
-            [*updates.columns, pa.repeat(pa.scalar(False), rows), pa.repeat(stamp, rows)],
+            [
+                *updates.columns,
+                pa.repeat(pa.scalar(False), rows),
+                pa.repeat(self._batch_stamp(batch_time), rows),
+            ],
             schema=self.output,
         )
 
     def heartbeat(self, batch_time: int) -> pa.RecordBatch:
         """The batch's heartbeat row: no data, time ``batch_time``, diff 0."""
-        stamp = pa.scalar(_timestamp(batch_time), self.output.field(len(self.fields) + 3).type)
-        arrays = [pa.nulls(1, arrow) for _, _, arrow in self.fields]
+        data = [pa.nulls(1, arrow) for _, _, arrow in self.fields]
         times = [pa.array([batch_time], pa.int64()), pa.array([0], pa.int64())]
-        return pa.RecordBatch.from_arrays(
-            [*arrays, *times, pa.array([True]), pa.array([stamp])], schema=self.output
-        )
+        flags = [pa.array([True]), pa.array([self._batch_stamp(batch_time)])]
+        return pa.RecordBatch.from_arrays([*data, *times, *flags], schema=self.output)
 
-
-def _timestamp(epoch_ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC)
+    def _batch_stamp(self, batch_time: int) -> pa.Scalar:
+        """The batch's time as the ``__bt`` column's TIMESTAMP (the output's last)."""
+        moment = dt.datetime.fromtimestamp(batch_time / 1000, tz=dt.UTC)
+        return pa.scalar(moment, self.output.field(len(self.output) - 1).type)
