@@ -8,7 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.runtime.test_join_state import FakeHandle, FakeMapState
 
-from dataflow_operator.runtime.strategies.chunked_state import ENTRIES_PER_CHUNK, ChunkedMap
+from dataflow_operator.runtime.strategies.chunked_state import (
+    BYTES_PER_CHUNK,
+    ENTRIES_PER_CHUNK,
+    ChunkedMap,
+)
 
 
 class CountingMapState(FakeMapState):
@@ -33,8 +37,9 @@ def _handle() -> tuple[FakeHandle, CountingMapState]:
     return handle, chunks
 
 
+VALUES = st.none() | st.integers() | st.integers(0, 3000).map(lambda n: "x" * n)
 BATCHES = st.lists(
-    st.dictionaries(st.integers(0, 400).map(lambda k: b"k%d" % k), st.none() | st.integers()),
+    st.dictionaries(st.integers(0, 400).map(lambda k: b"k%d" % k), VALUES),
     min_size=1,
     max_size=8,
 )
@@ -42,9 +47,9 @@ BATCHES = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(batches=BATCHES)
-def test_what_is_stored_is_what_a_dictionary_holds(batches: list[dict[bytes, int | None]]) -> None:
+def test_what_is_stored_is_what_a_dictionary_holds(batches: list[dict[bytes, Any]]) -> None:
     handle, _ = _handle()
-    model: dict[bytes, int] = {}
+    model: dict[bytes, Any] = {}
     for changes in batches:  # each batch: a new processor, as each Spark task has
         stored = ChunkedMap(handle, "m")
         found = stored.load(changes)
@@ -59,9 +64,12 @@ def test_what_is_stored_is_what_a_dictionary_holds(batches: list[dict[bytes, int
         stored.store()
         everything = ChunkedMap(handle, "m").load(b"k%d" % k for k in range(401))
         assert everything == model
-        depth, entries = handle.values["m_meta"].get() or (0, 0)
+        depth, entries, size = handle.values["m_meta"].get() or (0, 0, 0)
         assert entries == len(model)
-        assert len(model) <= ENTRIES_PER_CHUNK << depth  # the chunks grew with the entries
+        assert size == sum(len(value) for (value,) in handle.maps["m"].values.values())
+        # The chunks grew with the entries and their size.
+        assert len(model) <= ENTRIES_PER_CHUNK << depth
+        assert size <= BYTES_PER_CHUNK << depth
 
 
 def test_a_batch_reads_and_writes_each_chunk_it_touches_once() -> None:
@@ -84,3 +92,20 @@ def test_a_batch_reads_and_writes_each_chunk_it_touches_once() -> None:
     later.store()
     touched = len({first._index(key) for key in changed})
     assert chunks.calls == 2 * touched < len(changed)
+
+
+def test_a_large_entry_is_about_alone_in_its_chunk() -> None:
+    handle, chunks = _handle()
+    first = ChunkedMap(handle, "m")
+    keys = [b"join key %d" % n for n in range(200)]
+    first.load(keys)
+    for key in keys:
+        first.set(key, "row" * 10_000)  # 30 kB: more than a chunk holds
+    first.store()
+    assert len(chunks.values) > 100  # not 200 / ENTRIES_PER_CHUNK
+    chunks.calls = 0
+    later = ChunkedMap(handle, "m")
+    assert later.load(keys[:1]) == {keys[0]: "row" * 10_000}
+    later.set(keys[0], "row")
+    later.store()
+    assert chunks.calls == 2  # one read, one write
