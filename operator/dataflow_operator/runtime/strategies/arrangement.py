@@ -18,6 +18,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.strategies.columns import KEY, ROW, SIDE
 from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
+from dataflow_operator.runtime.strategies.state_calls import get_values, remove_keys, update_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,6 +27,9 @@ __all__ = ["LEFT_ROW", "RIGHT_ROW", "ArrangedJoin", "Joined"]
 
 LEFT_ROW = "__lrow"
 RIGHT_ROW = "__rrow"
+
+KEYS_AT_ONCE = 1024
+"""Join keys whose arrangements are read, joined and written together."""
 
 Joined = tuple[str | None, str | None, int, int]
 """One output update: left row, right row (either NULL when null-extended), time, diff."""
@@ -113,28 +117,46 @@ class ArrangedJoin(StatefulProcessor):
                 out += [_extended(side, row, t, d) for row, t, d in _consolidated(mine)]
         keyed = frame[frame[KEY].notna()]
         if not keyed.empty:
-            changes = keyed.groupby([KEY, SIDE, ROW, TIME], sort=True)[DIFF].sum()
-            changes = changes[changes != 0]
-            entries = zip(changes.index.tolist(), changes.to_numpy().tolist(), strict=True)
-            # One call to the state store, not one per key, when the bucket holds none yet
-            # (a hydration): each call is a round trip to the JVM.
-            known = self.arrangement.exists()
-            for join_key, per_key in itertools.groupby(entries, key=lambda e: e[0][0]):
-                updates = [(int(s), row, int(t), int(d)) for (_, s, row, t), d in per_key]
-                self._apply_key(join_key, updates, complete, out, known=known)
+            self._apply_keyed(keyed, complete, out)
         yield from self._emit(out, complete)
+
+    def _apply_keyed(self, keyed: pd.DataFrame, watermark: int, out: list[Joined]) -> None:
+        """Apply the updates that have a join key, :data:`KEYS_AT_ONCE` keys at a time: their
+        arrangements read, then written, many per round trip to the JVM (:mod:`.state_calls`)."""
+        changes = keyed.groupby([KEY, SIDE, ROW, TIME], sort=True)[DIFF].sum()
+        changes = changes[changes != 0]
+        entries = zip(changes.index.tolist(), changes.to_numpy().tolist(), strict=True)
+        per_key = [
+            (join_key, [(int(s), r, int(t), int(d)) for (_, s, r, t), d in by_key])
+            for join_key, by_key in itertools.groupby(entries, key=lambda e: e[0][0])
+        ]
+        # No reads at all when the bucket holds nothing yet (a hydration).
+        known = self.arrangement.exists()
+        for first in range(0, len(per_key), KEYS_AT_ONCE):
+            some = per_key[first : first + KEYS_AT_ONCE]
+            keys = [(join_key,) for join_key, _ in some]
+            stored = get_values(self.arrangement, keys) if known else [None] * len(some)
+            writes: list[tuple[tuple[str], tuple[bytes]]] = []
+            removals: list[tuple[str]] = []
+            for (join_key, updates), value in zip(some, stored, strict=True):
+                sides: tuple[History, History] = pickle.loads(value[0]) if value else ({}, {})
+                self._apply_key(sides, updates, watermark, out)
+                if sides[0] or sides[1]:
+                    writes.append(((join_key,), (pickle.dumps(sides),)))
+                else:
+                    removals.append((join_key,))
+            update_values(self.arrangement, writes)
+            remove_keys(self.arrangement, removals)
 
     def _apply_key(
         self,
-        join_key: str,
+        sides: tuple[History, History],
         updates: list[tuple[int, str, int, int]],
         watermark: int,
         out: list[Joined],
-        *,
-        known: bool = True,
     ) -> None:
-        stored = self.arrangement.getValue((join_key,)) if known else None
-        sides: tuple[History, History] = pickle.loads(stored[0]) if stored else ({}, {})
+        """Apply one join key's updates to its rows (``sides``, changed in place); the
+        joined changes go to ``out``."""
         outer = [side for side in (0, 1) if self.preserves[side]]
         times: list[int] = []
         before: dict[int, list[dict[str, int]]] = {}
@@ -160,10 +182,6 @@ class ArrangedJoin(StatefulProcessor):
                 previous = change
         for arranged in sides:
             _compact(arranged, watermark)
-        if sides[0] or sides[1]:
-            self.arrangement.updateValue((join_key,), (pickle.dumps(sides),))
-        else:
-            self.arrangement.removeKey((join_key,))
 
     def close(self) -> None:
         """Nothing to release."""

@@ -26,10 +26,13 @@ then grows with the bytes it carries.
 
 from __future__ import annotations
 
+import itertools
 import pickle
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from dataflow_operator.runtime.strategies.state_calls import get_values, remove_keys, update_values
 
 __all__ = ["BYTES_PER_CHUNK", "ENTRIES_PER_CHUNK", "ChunkedMap"]
 
@@ -66,12 +69,21 @@ class ChunkedMap:
         self._depth, self._entries, self._size = (int(v) for v in stored) if stored else (0, 0, 0)
         self._stored = self._entries
         self._loaded, self._sizes, self._changed = {}, {}, set()
+        wanted = list(keys)
+        self._read(sorted({self._index(key) for key in wanted}))
         found: dict[bytes, Any] = {}
-        for key in keys:
+        for key in wanted:
             chunk = self._chunk(key)
             if key in chunk:
                 found[key] = chunk[key]
         return found
+
+    def _read(self, indices: list[int]) -> None:
+        """Read the chunks ``indices`` (all their requests written at once)."""
+        stored = get_values(self.chunks, [(i,) for i in indices]) if self._stored else []
+        for index, value in itertools.zip_longest(indices, stored):
+            self._sizes[index] = len(value[0]) if value else 0
+            self._loaded[index] = pickle.loads(value[0]) if value else {}
 
     def set(self, key: bytes, value: Any) -> None:
         """``key``'s value from now on (a key :meth:`load` was given)."""
@@ -97,11 +109,10 @@ class ChunkedMap:
         pickled = self._pickled()
         if self._grow_past(lambda depth: self._size > BYTES_PER_CHUNK << depth):
             pickled = self._pickled()
-        for index, value in pickled.items():
-            if value is None:
-                self.chunks.removeKey((index,))
-            else:
-                self.chunks.updateValue((index,), (value,))
+        update_values(
+            self.chunks, [((i,), (value,)) for i, value in pickled.items() if value is not None]
+        )
+        remove_keys(self.chunks, [(i,) for i, value in pickled.items() if value is None])
         self.meta.update((self._depth, self._entries, self._size))
         self._changed = set()
 
@@ -148,9 +159,6 @@ class ChunkedMap:
 
     def _chunk(self, key: bytes) -> dict[bytes, Any]:
         index = self._index(key)
-        chunk = self._loaded.get(index)
-        if chunk is None:
-            stored = self.chunks.getValue((index,)) if self._stored else None
-            self._sizes[index] = len(stored[0]) if stored else 0
-            chunk = self._loaded[index] = pickle.loads(stored[0]) if stored else {}
-        return chunk
+        if index not in self._loaded:
+            self._read([index])
+        return self._loaded[index]
