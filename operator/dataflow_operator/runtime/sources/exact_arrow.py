@@ -7,7 +7,7 @@ integer 12, a field matches its column whatever its case, a bad value is an erro
 its row), and Arrow must never read a file otherwise. So :func:`exact_batches` reads a
 file by Arrow only as far as it can tell that Arrow's values are the ones the row-by-row
 reading would give; where it cannot, it raises :class:`NotExact`, and the reader goes on
-row by row from the first row not yet emitted (:meth:`.reader.ChangelogReader.read`).
+row by row from the first row not yet emitted (:func:`.item_updates.item_batches`).
 
 Exact means: every column's Spark type is one Arrow parses directly (integers, floating
 point, strings, booleans; in Parquet also a column already of the column's Arrow type),
