@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark import cloudpickle
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from tests.runtime.test_join_state import FakeHandle, FakeMapState
 
 from dataflow_operator.runtime.strategies.chunked_state import (
@@ -109,3 +115,63 @@ def test_a_large_entry_is_about_alone_in_its_chunk() -> None:
     later.set(keys[0], "row")
     later.store()
     assert chunks.calls == 2  # one read, one write
+
+
+class GrowingMap(StatefulProcessor):
+    """Sets the keys its input rows name (``n`` keys ``k0``…) in a ChunkedMap, then yields
+    how many of all keys so far it reads back with their values, and the chunks' depth."""
+
+    def init(self, handle: Any) -> None:
+        self.map = ChunkedMap(handle, "m")
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:  # noqa: N803
+        import pandas as pd
+
+        count = max(int(n) for frame in rows for n in frame["n"])
+        keys = [b"k%d" % i for i in range(count)]
+        self.map.load(keys)
+        for i, k in enumerate(keys):
+            self.map.set(k, i)
+        self.map.store()
+        everything = self.map.load(b"k%d" % i for i in range(count + 10))  # read anew
+        intact = everything == {b"k%d" % i: i for i in range(count)}
+        depth, entries, _ = self.map.meta.get()
+        yield pd.DataFrame(
+            {"n": [count], "intact": [intact], "depth": [depth], "entries": [entries]}
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+@pytest.mark.spark
+def test_a_bucket_that_grows_in_spark_keeps_every_entry(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import tests
+    seen: list[tuple[int, bool, int, int]] = []
+    for count in (10, 2_000, 2_100):  # 2,000 entries: chunks dealt anew over stored ones
+        spark.createDataFrame([(count, 0)], "n BIGINT, g INT").write.mode("append").parquet(
+            str(tmp_path / "in")
+        )
+        frame = spark.readStream.schema("n BIGINT, g INT").parquet(str(tmp_path / "in"))
+        output = "n BIGINT, intact BOOLEAN, depth INT, entries BIGINT"
+        grown = frame.groupBy("g").transformWithStateInPandas(
+            GrowingMap(), output, "Update", "None"
+        )
+        query = (
+            grown.writeStream.foreachBatch(
+                lambda batch, _: seen.extend(tuple(r) for r in batch.collect())
+            )
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+    assert [(n, intact, entries) for n, intact, _, entries in seen] == [
+        (10, True, 10),
+        (2_000, True, 2_000),
+        (2_100, True, 2_100),
+    ]
+    depths = [depth for _, _, depth, _ in seen]
+    assert depths[0] == 0 < depths[1] <= depths[2]  # it grew over what was stored
