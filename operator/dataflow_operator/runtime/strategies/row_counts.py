@@ -64,13 +64,14 @@ class RowCounts(StatefulProcessor):
         sums = frame.groupby([TIME, SIDE, ROW], sort=True)[DIFF].sum()
         sums = sums[sums != 0]
         entries = zip(sums.index.tolist(), sums.to_numpy().tolist(), strict=True)
-        out: list[tuple[str, int, int]] = []
+        due: list[tuple[int, list[Update]]] = []
         for time, at_time in itertools.groupby(entries, key=lambda e: int(e[0][0])):
             updates = [(int(side), row, int(diff)) for (_, side, row), diff in at_time]
             if time <= watermark:
-                out += self._apply(time, updates)
-                continue
-            self.pending.hold(time, updates)
+                due.append((time, updates))
+            else:
+                self.pending.hold(time, updates)
+        out = self._apply(due)
         if out:
             yield pd.DataFrame(out, columns=range(3))
 
@@ -87,30 +88,36 @@ class RowCounts(StatefulProcessor):
         held = self.pending.take(time)
         if not held:
             return
-        out = self._apply(time, held)
+        out = self._apply([(time, held)])
         if out:
             yield pd.DataFrame(out, columns=range(3))
 
-    def _apply(self, time: int, updates: list[Update]) -> list[tuple[str, int, int]]:
-        """Apply one time's updates; the output changes they cause."""
-        changes: dict[str, list[int]] = {}
-        for side, row, diff in updates:
-            changes.setdefault(row, [0, 0])[side] += diff
+    def _apply(self, due: list[tuple[int, list[Update]]]) -> list[tuple[str, int, int]]:
+        """Apply each due time's updates, in time order (the rows' chunks read and written
+        once); the output changes they cause."""
+        per_time: list[tuple[int, dict[str, list[int]]]] = []
+        for time, updates in due:
+            changes: dict[str, list[int]] = {}
+            for side, row, diff in updates:
+                changes.setdefault(row, [0, 0])[side] += diff
+            per_time.append((time, changes))
+        keys = {row: row.encode() for _, changes in per_time for row in changes}
+        counts = self.counts.load(keys.values())
         out: list[tuple[str, int, int]] = []
-        keys = {row: row.encode() for row in changes}
-        stored = self.counts.load(keys.values())
-        for row, (da, db) in changes.items():
-            key = keys[row]
-            a, b = stored.get(key, (0, 0))
-            before = output_multiplicity(self.operation, a, b)
-            a, b = a + da, b + db
-            change = output_multiplicity(self.operation, a, b) - before
-            if change:
-                out.append((row, time, change))
-            if a or b:
-                self.counts.set(key, (a, b))
-            else:
-                self.counts.delete(key)
+        for time, changes in per_time:
+            for row, (da, db) in changes.items():
+                key = keys[row]
+                a, b = counts.get(key, (0, 0))
+                before = output_multiplicity(self.operation, a, b)
+                a, b = a + da, b + db
+                change = output_multiplicity(self.operation, a, b) - before
+                if change:
+                    out.append((row, time, change))
+                counts[key] = (a, b)
+                if a or b:
+                    self.counts.set(key, (a, b))
+                else:
+                    self.counts.delete(key)
         self.counts.store()
         return out
 
