@@ -7,6 +7,7 @@ equal Spark's own batch query over the consolidated inputs at that time (the ora
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import tempfile
@@ -26,6 +27,7 @@ from dataflow_operator.core.incremental import Strategy, plan_query
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.engine.running import BatchOutput
+from dataflow_operator.runtime.strategies import join as join_module
 
 pytestmark = pytest.mark.spark
 
@@ -74,15 +76,19 @@ def _spec(sql: str, sources: list[dict[str, Any]]) -> DataflowSpec:
     )
 
 
-def _random_batches(seed: int, batches: int) -> list[dict[str, list[Update]]]:
-    """Per batch and source, inserts and deletes of rows present (never negative counts)."""
+def _random_batches(
+    seed: int, batches: int, changing: list[str] | None = None
+) -> list[dict[str, list[Update]]]:
+    """Per batch and source, inserts and deletes of rows present (never negative counts).
+
+    ``changing``: per batch, the sources that change in it (``"lr"``: both; default)."""
     rng = random.Random(seed)
     present: dict[str, list[dict[str, Any]]] = {"l": [], "r": []}
     result = []
     for batch in range(batches):
         updates: dict[str, list[Update]] = {"l": [], "r": []}
         for _ in range(rng.randint(3, 12)):
-            name = rng.choice(["l", "r"])
+            name = rng.choice(changing[batch] if changing else "lr")
             time = 10 * (batch + 1) + rng.randint(0, 3)
             rows = present[name]
             if rows and rng.random() < 0.35:
@@ -161,12 +167,13 @@ def check_joins(
     restart_before: int | None = None,
     queries: dict[str, str] = JOINS,
     strategy: Strategy = Strategy.JOIN,
+    changing: list[str] | None = None,
 ) -> None:
     """Run every query (default: :data:`JOINS`) over random batches; compare with the
     oracle. Each must be planned with ``strategy``.
 
     With ``restart_before``, the engine is closed before that batch and a new one resumes
-    from the checkpoint.
+    from the checkpoint. ``changing``: per batch, the sources that change in it.
     """
     sources = [_source(name, directory / name) for name in SCHEMAS]
     for name in SCHEMAS:
@@ -181,7 +188,7 @@ def check_joins(
     try:
         result = engine.apply(dataflows_from(specs))
         assert not result.failed, result.failed
-        for number, batch in enumerate(_random_batches(seed, batches)):
+        for number, batch in enumerate(_random_batches(seed, batches, changing)):
             if number == restart_before:
                 engine.close()
                 engine = Engine(
@@ -235,6 +242,22 @@ def test_a_restart_from_the_checkpoint_in_the_middle(spark: SparkSession, tmp_pa
     # unmatched counts, and an aggregate's totals over the joined rows.
     queries = {name: JOINS[name] for name in ("inner", "full", "grouped_outer")}
     check_joins(spark, tmp_path, seed=99, batches=4, restart_before=2, queries=queries)
+
+
+def test_rows_held_in_fragments_match_spark_across_a_restart(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # These batches put a few rows on each key. With every side kept in fragments and
+    # read whole at its third, and batches in which one side changes alone (its rows
+    # appended as fragments unread), each way a key's rows are stored and read back goes
+    # through Spark's state store, its checkpoint included.
+    layout = functools.partial(join_module.ArrangedJoin, inline_rows=0, fragment_limit=3)
+    monkeypatch.setattr(join_module, "ArrangedJoin", layout)
+    queries = {name: JOINS[name] for name in ("inner", "full", "grouped")}
+    changing = ["lr", "l", "l", "r", "l", "lr"]
+    check_joins(
+        spark, tmp_path, seed=5, batches=6, restart_before=3, queries=queries, changing=changing
+    )
 
 
 def test_a_join_of_a_dataflow_across_its_temporal_filter_retraction(

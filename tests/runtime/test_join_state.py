@@ -128,13 +128,26 @@ def _expected(
     return _nonzero(result)
 
 
+LAYOUTS = {
+    "inline": {},
+    "fragments": {"inline_rows": 0, "fragment_limit": 3},
+    "mixed": {"inline_rows": 1, "fragment_limit": 2},
+}
+"""How the processor lays a key's rows out (:mod:`~dataflow_operator.runtime.strategies.join_rows`):
+as in production (these tests' keys have few rows: inline), every side in fragments, and a
+side moving between the two."""
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("seed", range(40))
 @pytest.mark.parametrize("preserves", [(False, False), (True, False), (False, True), (True, True)])
-def test_join_state_matches_a_nested_loop_join(seed: int, preserves: tuple[bool, bool]) -> None:
+def test_join_state_matches_a_nested_loop_join(
+    seed: int, preserves: tuple[bool, bool], layout: str
+) -> None:
     """Each side advances on its own: one side's update may come after the other side's
     updates at later times, as when two sources are read in different batches."""
     rng = random.Random(seed)
-    processor = ArrangedJoin(preserves)
+    processor = ArrangedJoin(preserves, **LAYOUTS[layout])
     handle = FakeHandle()
     processor.init(handle)
     present: list[list[tuple[dict[str, Any], int]]] = [[], []]
@@ -183,3 +196,66 @@ def test_join_state_matches_a_nested_loop_join(seed: int, preserves: tuple[bool,
 
 def _nonzero(counts: Counter[Any]) -> dict[Any, int]:
     return {k: v for k, v in counts.items() if v}
+
+
+class CountingMapState(FakeMapState):
+    """A fake ``MapState`` that records the keys read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[tuple[Any, ...]] = []
+
+    def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        self.read.append(key)
+        return super().getValue(key)
+
+
+def _fact(i: int, key: int) -> dict[str, Any]:
+    return {"k": key, "s": "x", "v": i, "side": 0}
+
+
+def test_an_insert_reads_the_other_sides_rows_not_its_own() -> None:
+    """Many facts of one key, then one more: the batch reads the key's meta (which holds
+    the dimension's one row), not the facts already stored."""
+    processor = ArrangedJoin((False, False))
+    handle = FakeHandle()
+    state = handle.maps["arrangement"] = CountingMapState()
+    processor.init(handle)
+    dimension = {"k": 1, "s": "x", "v": 0, "side": 1}
+    facts = [(0, _fact(i, 1), 1, 1) for i in range(100)]
+    assert len(_run(processor, [*facts, (1, dimension, 1, 1)], 1)) == 100
+    for batch in range(1, 4):
+        state.read.clear()
+        joined = _run(processor, [(0, _fact(100 + batch, 1), 2 + batch, 1)], 2 + batch)
+        assert [(json.loads(left)["v"], t, d) for left, _, t, d in joined] == [
+            (100 + batch, 2 + batch, 1)
+        ]
+        assert [key[1] for key in state.read] == [-1]  # the meta alone
+    state.read.clear()
+    # The dimension changes: every fact joins the change, so the facts are read.
+    retracted = _run(processor, [(1, dimension, 9, -1)], 9)
+    assert sum(d for *_, d in retracted) == -103
+    assert {key[1] for key in state.read} == {-1, 0}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_retracting_every_row_leaves_no_state(layout: str) -> None:
+    """Rows inserted over many batches, many of one key (held in fragments), then all
+    retracted, one side at a time: the arrangement is empty again."""
+    processor = ArrangedJoin((True, True), **LAYOUTS[layout])
+    handle = FakeHandle()
+    processor.init(handle)
+    rng = random.Random(7)
+    inserted: list[tuple[int, dict[str, Any]]] = []
+    for batch in range(8):
+        updates = []
+        for i in range(rng.randint(1, 12)):
+            side = rng.randrange(2)
+            row = {"k": rng.choice([1, 1, 1, 2, 3]), "s": "x", "v": batch * 100 + i, "side": side}
+            inserted.append((side, row))
+            updates.append((side, row, batch, 1))
+        _run(processor, updates, batch)
+    assert handle.maps["arrangement"].values
+    for side in (0, 1):
+        _run(processor, [(s, row, 20 + side, -1) for s, row in inserted if s == side], 20 + side)
+    assert handle.maps["arrangement"].values == {}

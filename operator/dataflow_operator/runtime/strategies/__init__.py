@@ -5,7 +5,7 @@ the strategy the core planned (:class:`dataflow_operator.core.incremental.Mainte
 
 - :mod:`.temporal_filter`: ``mz_now()`` bounds, with retractions held in state until due;
 - :mod:`.aggregate`: GROUP BY with count/sum/avg (and min/max) in state;
-- :mod:`.join`: equi-joins, each side's rows in state;
+- :mod:`.join`: equi-joins, each side's rows in state (:mod:`.join_rows`);
 - :mod:`.multiset`: DISTINCT and set operations;
 - :mod:`.general`: everything else, recomputed and diffed (:mod:`.fuse` makes its
   cancellation prompt).
@@ -16,9 +16,10 @@ joins, :mod:`.row_counts` for set operations) live in modules light to import: S
 pre-init runner unpickles each in a new Python process at every query start.
 """
 
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 """The layout of the stateful operators' state, raised whenever one changes (2: the
-aggregate's group totals and the set operations' row counts in chunks). A dataflow whose
+aggregate's group totals and the set operations' row counts in chunks; 3: a join key's
+rows inline or in fragments, :mod:`.join_rows`). A dataflow whose
 checkpoint another layout wrote starts over (it re-reads its input from its sources'
 ingested collections) instead of reading state it cannot: see
 :func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.

@@ -18,6 +18,19 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.strategies.columns import KEY, ROW, SIDE
 from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
+from dataflow_operator.runtime.strategies.join_rows import (
+    ALL_ROWS,
+    FRAGMENT_LIMIT,
+    INLINE_ROWS,
+    META,
+    History,
+    StoredSide,
+    add_row,
+    compact,
+    dump_meta,
+    load_meta,
+    totals,
+)
 from dataflow_operator.runtime.strategies.state_calls import get_values, remove_keys, update_values
 
 if TYPE_CHECKING:
@@ -34,14 +47,11 @@ KEYS_AT_ONCE = 1024
 Joined = tuple[str | None, str | None, int, int]
 """One output update: left row, right row (either NULL when null-extended), time, diff."""
 
+Update = tuple[int, str, int, int]
+"""One input update of a join key: side, row JSON, time, diff."""
 
-History = dict[str, dict[int, int]]
-"""A side's rows for one key: row JSON → {time: diff} (no zero diffs, no empty rows).
-
-Times at or below the one the inputs are complete through (the watermark, or the batch's
-own input frontier: :func:`~.held.complete_through`) are merged into one: every update
-still to come is at a later time, so they are all "before" it alike.
-"""
+StateKey = tuple[str, int, int]
+"""A key of the arrangement's state: join key JSON, side, number (:mod:`.join_rows`)."""
 
 
 class ArrangedJoin(StatefulProcessor):
@@ -57,13 +67,23 @@ class ArrangedJoin(StatefulProcessor):
     changes (only the times not yet complete: those above the watermark).
     """
 
-    def __init__(self, preserves: tuple[bool, bool], *, in_time_order: bool = False) -> None:
+    def __init__(
+        self,
+        preserves: tuple[bool, bool],
+        *,
+        in_time_order: bool = False,
+        inline_rows: int = INLINE_ROWS,
+        fragment_limit: int = FRAGMENT_LIMIT,
+    ) -> None:
         self.preserves = preserves
         self.in_time_order = in_time_order
+        self.inline_rows = inline_rows
+        self.fragment_limit = fragment_limit
 
     def init(self, handle: Any) -> None:
-        """Declare the state: per join key, the left and the right rows; the held output."""
-        self.arrangement = handle.getMapState("arrangement", "k STRING", "rows BINARY")
+        """Declare the state: per join key, the left and the right rows (laid out as
+        :mod:`.join_rows` says); the held output."""
+        self.arrangement = handle.getMapState("arrangement", "k STRING, s INT, n INT", "v BINARY")
         self.pending = HeldUpdates(handle)
 
     def _emit(self, out: list[Joined], watermark: int) -> Iterator[pd.DataFrame]:
@@ -122,7 +142,8 @@ class ArrangedJoin(StatefulProcessor):
 
     def _apply_keyed(self, keyed: pd.DataFrame, watermark: int, out: list[Joined]) -> None:
         """Apply the updates that have a join key, :data:`KEYS_AT_ONCE` keys at a time: their
-        arrangements read, then written, many per round trip to the JVM (:mod:`.state_calls`)."""
+        metas read, then the sides they need whole (:mod:`.join_rows`), then what changed
+        written, many calls per round trip to the JVM (:mod:`.state_calls`)."""
         changes = keyed.groupby([KEY, SIDE, ROW, TIME], sort=True)[DIFF].sum()
         changes = changes[changes != 0]
         entries = zip(changes.index.tolist(), changes.to_numpy().tolist(), strict=True)
@@ -134,24 +155,106 @@ class ArrangedJoin(StatefulProcessor):
         known = self.arrangement.exists()
         for first in range(0, len(per_key), KEYS_AT_ONCE):
             some = per_key[first : first + KEYS_AT_ONCE]
-            keys = [(join_key,) for join_key, _ in some]
-            stored = get_values(self.arrangement, keys) if known else [None] * len(some)
-            writes: list[tuple[tuple[str], tuple[bytes]]] = []
-            removals: list[tuple[str]] = []
-            for (join_key, updates), value in zip(some, stored, strict=True):
-                sides: tuple[History, History] = pickle.loads(value[0]) if value else ({}, {})
-                self._apply_key(sides, updates, watermark, out)
-                if sides[0] or sides[1]:
-                    writes.append(((join_key,), (pickle.dumps(sides),)))
-                else:
-                    removals.append((join_key,))
+            metas = (
+                get_values(self.arrangement, [(k, META, 0) for k, _ in some])
+                if known
+                else [None] * len(some)
+            )
+            stored = [load_meta(meta) for meta in metas]
+            reads = [
+                self._sides_to_read(sides, updates)
+                for sides, (_, updates) in zip(stored, some, strict=True)
+            ]
+            wanted = [
+                key
+                for (join_key, _), sides, read in zip(some, stored, reads, strict=True)
+                for side in read
+                for key in sides[side].fragment_keys(join_key, side)
+            ]
+            fragments = iter(get_values(self.arrangement, wanted) if wanted else [])
+            writes: list[tuple[StateKey, tuple[bytes]]] = []
+            removals: list[StateKey] = []
+            for (join_key, updates), meta, sides, read in zip(
+                some, metas, stored, reads, strict=True
+            ):
+                rows = (
+                    sides[0].rows(fragments if 0 in read else None),
+                    sides[1].rows(fragments if 1 in read else None),
+                )
+                self._apply_key(rows, updates, watermark, out)
+                changed = {side for side, *_ in updates}
+                after: list[StoredSide] = []
+                for side in (0, 1):
+                    stored_side, written, removed = self._store(
+                        (join_key, side),
+                        sides[side],
+                        rows[side],
+                        changed=side in changed,
+                        read=side in read,
+                        watermark=watermark,
+                    )
+                    after.append(stored_side)
+                    writes += written
+                    removals += removed
+                if not (after[0].empty and after[1].empty):
+                    writes.append(((join_key, META, 0), dump_meta((after[0], after[1]))))
+                elif meta is not None:
+                    removals.append((join_key, META, 0))
             update_values(self.arrangement, writes)
             remove_keys(self.arrangement, removals)
+
+    def _sides_to_read(
+        self, sides: tuple[StoredSide, StoredSide], updates: list[Update]
+    ) -> set[int]:
+        """The sides in fragments a key's ``updates`` need whole (see :mod:`.join_rows`)."""
+        changed = {side for side, *_ in updates}
+        retracting = {side for side, _, _, diff in updates if diff < 0}
+        return {
+            side
+            for side in (0, 1)
+            if sides[side].inline is None
+            and (
+                1 - side in changed
+                or side in retracting
+                or sides[side].fragments >= self.fragment_limit
+            )
+        }
+
+    def _store(
+        self,
+        key_side: tuple[str, int],
+        before: StoredSide,
+        rows: History,
+        *,
+        changed: bool,
+        read: bool,
+        watermark: int,
+    ) -> tuple[StoredSide, list[tuple[StateKey, tuple[bytes]]], list[StateKey]]:
+        """Store one side's ``rows`` as they are after the batch: what the meta says of the
+        side then, the state's writes and removals.
+
+        Rows not read (``before`` in fragments, ``read`` false) are the stand-in and this
+        batch's rows: the latter become one more fragment."""
+        join_key, side = key_side
+        if before.inline is None and not read:
+            added = {row: times for row, times in rows.items() if row != ALL_ROWS}
+            if not added:
+                return StoredSide(None, before.fragments, totals(rows, watermark)), [], []
+            count = before.fragments + 1
+            write = ((join_key, side, count), (pickle.dumps(added),))
+            return StoredSide(None, count, totals(rows, watermark)), [write], []
+        if len(rows) <= self.inline_rows:
+            return StoredSide(rows), [], before.fragment_keys(join_key, side)
+        if changed or before.fragments != 1:
+            write = ((join_key, side, 1), (pickle.dumps(rows),))
+            stale = [(join_key, side, n) for n in range(2, before.fragments + 1)]
+            return StoredSide(None, 1, totals(rows, watermark)), [write], stale
+        return before, [], []
 
     def _apply_key(
         self,
         sides: tuple[History, History],
-        updates: list[tuple[int, str, int, int]],
+        updates: list[Update],
         watermark: int,
         out: list[Joined],
     ) -> None:
@@ -171,7 +274,7 @@ class ArrangedJoin(StatefulProcessor):
             for other, history in sides[1 - side].items():
                 pair = (row, other) if side == 0 else (other, row)
                 out += [(*pair, max(time, at), diff * d) for at, d in history.items()]
-            _add(sides[side], row, time, diff)
+            add_row(sides[side], row, time, diff)
         for side in outer:
             after = _extended_at(sides, side, times)
             previous: dict[str, int] = {}
@@ -181,39 +284,10 @@ class ArrangedJoin(StatefulProcessor):
                     out.append(_extended(side, row, time, diff))
                 previous = change
         for arranged in sides:
-            _compact(arranged, watermark)
+            compact(arranged, watermark)
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-def _add(history: History, row: str, time: int, diff: int) -> None:
-    times = history.setdefault(row, {})
-    total = times.get(time, 0) + diff
-    if total:
-        times[time] = total
-    else:
-        times.pop(time, None)
-        if not times:
-            del history[row]
-
-
-def _compact(history: History, watermark: int) -> None:
-    """Merge each row's times at or below ``watermark`` into one, at ``watermark``.
-
-    A row with one time is left as it is, whatever the time: all times at or below the
-    watermark are alike (see :data:`History`), so only a row with more than one needs
-    merging. Most rows have one, so this looks at each row once and rewrites few.
-    """
-    for row in [row for row, times in history.items() if len(times) > 1]:
-        times = history[row]
-        old = [t for t in times if t <= watermark]
-        if len(old) > 1:
-            total = sum(times.pop(t) for t in old)
-            if total:
-                times[watermark] = total
-            if not times:
-                del history[row]
 
 
 def _extended_at(

@@ -18,8 +18,8 @@ key's CRC-32 (stable across processes, unlike Python's ``hash``) modulo the numb
 chunks.
 
 It suits small entries (a group's totals, a row's counts), whose cost is the calls. A
-join keeps one state entry per key instead (:mod:`.arrangement`): a key's rows are large,
-and chunked they cost about what they cost alone (measured: ``bench/incremental_join.py``
+join lays its keys' rows out its own way instead (:mod:`.join_rows`): a key's rows are
+large, and chunked they cost about what they cost alone (measured: ``bench/incremental_join.py``
 at 100,000 and 200,000 facts, 1,000- and 50,000-row batches), since what a call costs
 then grows with the bytes it carries.
 """

@@ -10,11 +10,11 @@ rows (the relation :data:`~dataflow_operator.core.join.JOINED`):
   state keys by the key's hash, so that work is partitioned by key;
 - :class:`~dataflow_operator.runtime.strategies.arrangement.ArrangedJoin` (a module of
   its own, light to import) keeps, per join key, each side's rows with their
-  multiplicities (the *arrangement*, a ``MapState`` keyed by the key's JSON) and joins
-  each update with the other side's rows (``ΔL ⋈ R_old + L_new ⋈ ΔR``: the same batch's
-  changes of both sides join once), at the later of the two times, and for an outer
-  join emits the null-extended rows of a side when the other side's total multiplicity
-  for the key goes from or to zero;
+  multiplicities (the *arrangement*, in a ``MapState`` laid out as :mod:`.join_rows`
+  says) and joins each update with the other side's rows (``ΔL ⋈ R_old + L_new ⋈ ΔR``:
+  the same batch's changes of both sides join once), at the later of the two times, and
+  for an outer join emits the null-extended rows of a side when the other side's total
+  multiplicity for the key goes from or to zero;
 - the joined rows are parsed back into typed columns, left then right.
 
 Rows travel as JSON (with microsecond timestamps) so that equal rows are equal strings

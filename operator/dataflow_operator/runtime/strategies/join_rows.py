@@ -1,0 +1,164 @@
+"""A join key's rows in the join's state: few kept inline, many in fragments.
+
+The join (:mod:`.arrangement`) keeps one ``MapState``, keyed by (join key JSON, side,
+number):
+
+- ``(key, -1, 0)``, the key's *meta*: per side, either the side's rows themselves
+  (*inline*: a side of at most :data:`INLINE_ROWS` rows, such as a dimension's one row)
+  or, for a side with more, how many fragments hold them and its total multiplicity per
+  time (:class:`StoredSide`);
+- ``(key, side, 1…n)``: a side's rows in *fragments*, each a :data:`History`; the side's
+  rows are their sum.
+
+A batch that only inserts into a side held in fragments appends its rows as one more
+fragment without reading that side: it reads the meta and the other side, whose rows the
+new ones join with. So an insert costs what the other side holds for its key (a
+dimension's row), not what its own side holds (the many facts of that dimension): the
+cost of a batch follows what changed, not the history. A side is read whole, and written
+back as one fragment or inline, when the other side changes (its rows join the change),
+when a batch retracts from it (so that a side whose rows are all retracted leaves nothing
+behind), and when it has :data:`FRAGMENT_LIMIT` fragments.
+
+While its side is not read, the rows a batch does not change stand in as one row,
+:data:`ALL_ROWS`, with the side's total multiplicity per time: that is all the join needs
+of them then (whether the side has a row for the key at a time, for an outer join's
+null-extended rows), and the join's algebra runs on it unchanged.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ALL_ROWS",
+    "FRAGMENT_LIMIT",
+    "INLINE_ROWS",
+    "META",
+    "History",
+    "StoredSide",
+    "add_row",
+    "compact",
+    "dump_meta",
+    "load_meta",
+    "merged",
+    "totals",
+]
+
+History = dict[str, dict[int, int]]
+"""A side's rows for one key: row JSON → {time: diff} (no zero diffs, no empty rows).
+
+Times at or below the one the inputs are complete through (the watermark, or the batch's
+own input frontier: :func:`~.held.complete_through`) are merged into one: every update
+still to come is at a later time, so they are all "before" it alike.
+"""
+
+META = -1
+"""The side number of a key's meta entry."""
+
+INLINE_ROWS = 16
+"""A side with at most this many rows for a key is kept in the key's meta."""
+
+FRAGMENT_LIMIT = 16
+"""A side with this many fragments is read whole and written back as one."""
+
+ALL_ROWS = ""
+"""The row that stands in for a side's rows while they are not read (no row's JSON is
+empty: a row is a JSON object)."""
+
+
+@dataclass(slots=True)
+class StoredSide:
+    """What a key's meta says of one side: its rows (``inline``), or ``fragments`` of
+    them and their ``totals`` (multiplicity per time)."""
+
+    inline: History | None = field(default_factory=dict)
+    fragments: int = 0
+    totals: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the side has no rows for the key."""
+        return self.inline == {}
+
+    def fragment_keys(self, join_key: str, side: int) -> list[tuple[str, int, int]]:
+        """The state keys of the side's fragments."""
+        return [(join_key, side, n) for n in range(1, self.fragments + 1)]
+
+    def rows(self, fragments: Iterator[tuple[bytes] | None] | None) -> History:
+        """The side's rows: inline, or merged from the next of ``fragments`` (its own, read
+        in order), or when not read (``None``) the stand-in: one row with the side's
+        totals (see :data:`ALL_ROWS`)."""
+        if self.inline is not None:
+            return self.inline
+        if fragments is not None:
+            return merged([next(fragments) for _ in range(self.fragments)])
+        return {ALL_ROWS: dict(self.totals)} if self.totals else {}
+
+
+def load_meta(value: tuple[bytes] | None) -> tuple[StoredSide, StoredSide]:
+    """A key's meta as stored (``None``: the key has no rows)."""
+    if value is None:
+        return StoredSide(), StoredSide()
+    left, right = pickle.loads(value[0])
+    return StoredSide(*left), StoredSide(*right)
+
+
+def dump_meta(sides: tuple[StoredSide, StoredSide]) -> tuple[bytes]:
+    """A key's meta to store (plain tuples: nothing to import to read it back)."""
+    return (pickle.dumps(tuple((s.inline, s.fragments, s.totals) for s in sides)),)
+
+
+def merged(fragments: list[tuple[bytes] | None]) -> History:
+    """The rows a side's fragments hold together."""
+    rows: History = {}
+    for fragment in fragments:
+        if fragment is None:
+            continue
+        for row, times in pickle.loads(fragment[0]).items():
+            for time, diff in times.items():
+                add_row(rows, row, time, diff)
+    return rows
+
+
+def totals(history: History, watermark: int) -> dict[int, int]:
+    """The total multiplicity per time of ``history``'s rows, times at or below
+    ``watermark`` merged (no zeros)."""
+    sums: dict[int, int] = {}
+    for times in history.values():
+        for time, diff in times.items():
+            sums[time] = sums.get(time, 0) + diff
+    single: History = {ALL_ROWS: {t: d for t, d in sums.items() if d}}
+    compact(single, watermark)
+    return single.get(ALL_ROWS, {})
+
+
+def add_row(history: History, row: str, time: int, diff: int) -> None:
+    """Add ``diff`` copies of ``row`` at ``time`` (negative: remove)."""
+    times = history.setdefault(row, {})
+    total = times.get(time, 0) + diff
+    if total:
+        times[time] = total
+    else:
+        times.pop(time, None)
+        if not times:
+            del history[row]
+
+
+def compact(history: History, watermark: int) -> None:
+    """Merge each row's times at or below ``watermark`` into one, at ``watermark``.
+
+    A row with one time is left as it is, whatever the time: all times at or below the
+    watermark are alike (see :data:`History`), so only a row with more than one needs
+    merging. Most rows have one, so this looks at each row once and rewrites few.
+    """
+    for row in [row for row, times in history.items() if len(times) > 1]:
+        times = history[row]
+        old = [t for t in times if t <= watermark]
+        if len(old) > 1:
+            total = sum(times.pop(t) for t in old)
+            if total:
+                times[watermark] = total
+            if not times:
+                del history[row]
