@@ -247,11 +247,11 @@ def test_a_restart_from_the_checkpoint_in_the_middle(spark: SparkSession, tmp_pa
 def test_rows_held_in_fragments_match_spark_across_a_restart(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # These batches put a few rows on each key. With every side kept in fragments and
-    # read whole at its third, and batches in which one side changes alone (its rows
-    # appended as fragments unread), each way a key's rows are stored and read back goes
-    # through Spark's state store, its checkpoint included.
-    layout = functools.partial(join_module.ArrangedJoin, inline_rows=0, fragment_limit=3)
+    # These batches put a few rows on each key. With sides of more than one row kept in
+    # fragments (a tail of one row) and read whole at their third, and batches in which
+    # one side changes alone (its rows appended unread), each way a key's rows are stored
+    # and read back goes through Spark's state store, its checkpoint included.
+    layout = functools.partial(join_module.ArrangedJoin, inline_rows=1, fragment_limit=3)
     monkeypatch.setattr(join_module, "ArrangedJoin", layout)
     queries = {name: JOINS[name] for name in ("inner", "full", "grouped")}
     changing = ["lr", "l", "l", "r", "l", "lr"]

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dataflow_operator.runtime.strategies.arrangement import ArrangedJoin
+from dataflow_operator.runtime.strategies.join_rows import INLINE_ROWS
 
 Row = tuple[Any, ...]
 
@@ -132,10 +133,11 @@ LAYOUTS = {
     "inline": {},
     "fragments": {"inline_rows": 0, "fragment_limit": 3},
     "mixed": {"inline_rows": 1, "fragment_limit": 2},
+    "tails": {"inline_rows": 2, "fragment_limit": 3},
 }
 """How the processor lays a key's rows out (:mod:`~dataflow_operator.runtime.strategies.join_rows`):
-as in production (these tests' keys have few rows: inline), every side in fragments, and a
-side moving between the two."""
+as in production (these tests' keys have few rows: inline), every side in fragments (no
+tail), and sides moving between inline and fragments with tails of one or two rows."""
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
@@ -199,15 +201,20 @@ def _nonzero(counts: Counter[Any]) -> dict[Any, int]:
 
 
 class CountingMapState(FakeMapState):
-    """A fake ``MapState`` that records the keys read."""
+    """A fake ``MapState`` that records the keys read and written."""
 
     def __init__(self) -> None:
         super().__init__()
         self.read: list[tuple[Any, ...]] = []
+        self.written: list[tuple[Any, ...]] = []
 
     def getValue(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
         self.read.append(key)
         return super().getValue(key)
+
+    def updateValue(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> None:
+        self.written.append(key)
+        super().updateValue(key, value)
 
 
 def _fact(i: int, key: int) -> dict[str, Any]:
@@ -215,8 +222,9 @@ def _fact(i: int, key: int) -> dict[str, Any]:
 
 
 def test_an_insert_reads_the_other_sides_rows_not_its_own() -> None:
-    """Many facts of one key, then one more: the batch reads the key's meta (which holds
-    the dimension's one row), not the facts already stored."""
+    """Many facts of one key, then one more a batch: each batch reads the key's meta (which
+    holds the dimension's one row) alone, not the facts already stored, and writes the
+    meta (the new fact in its side's tail) until the tail is full, then one fragment."""
     processor = ArrangedJoin((False, False))
     handle = FakeHandle()
     state = handle.maps["arrangement"] = CountingMapState()
@@ -224,17 +232,22 @@ def test_an_insert_reads_the_other_sides_rows_not_its_own() -> None:
     dimension = {"k": 1, "s": "x", "v": 0, "side": 1}
     facts = [(0, _fact(i, 1), 1, 1) for i in range(100)]
     assert len(_run(processor, [*facts, (1, dimension, 1, 1)], 1)) == 100
-    for batch in range(1, 4):
+    written: list[list[int]] = []
+    for batch in range(1, INLINE_ROWS + 3):
         state.read.clear()
+        state.written.clear()
         joined = _run(processor, [(0, _fact(100 + batch, 1), 2 + batch, 1)], 2 + batch)
         assert [(json.loads(left)["v"], t, d) for left, _, t, d in joined] == [
             (100 + batch, 2 + batch, 1)
         ]
         assert [key[1] for key in state.read] == [-1]  # the meta alone
+        written.append(sorted(key[2] for key in state.written))
+    # The meta alone, but once: the tail's 17th row makes it the second fragment.
+    assert written == [[0]] * INLINE_ROWS + [[0, 2], [0]]
     state.read.clear()
     # The dimension changes: every fact joins the change, so the facts are read.
-    retracted = _run(processor, [(1, dimension, 9, -1)], 9)
-    assert sum(d for *_, d in retracted) == -103
+    retracted = _run(processor, [(1, dimension, 30, -1)], 30)
+    assert sum(d for *_, d in retracted) == -(100 + INLINE_ROWS + 2)
     assert {key[1] for key in state.read} == {-1, 0}
 
 

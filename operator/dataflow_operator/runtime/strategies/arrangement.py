@@ -234,15 +234,22 @@ class ArrangedJoin(StatefulProcessor):
         side then, the state's writes and removals.
 
         Rows not read (``before`` in fragments, ``read`` false) are the stand-in and this
-        batch's rows: the latter become one more fragment."""
+        batch's rows: the latter join the side's tail, which becomes one more fragment once
+        it has more than :attr:`inline_rows` rows."""
         join_key, side = key_side
         if before.inline is None and not read:
-            added = {row: times for row, times in rows.items() if row != ALL_ROWS}
-            if not added:
-                return StoredSide(None, before.fragments, totals(rows, watermark)), [], []
-            count = before.fragments + 1
-            write = ((join_key, side, count), (pickle.dumps(added),))
-            return StoredSide(None, count, totals(rows, watermark)), [write], []
+            tail = before.tail
+            for row, times in rows.items():
+                if row != ALL_ROWS:
+                    for time, diff in times.items():
+                        add_row(tail, row, time, diff)
+            compact(tail, watermark)
+            after = StoredSide(None, before.fragments, totals(rows, watermark), tail)
+            if len(tail) <= self.inline_rows:
+                return after, [], []
+            after.fragments += 1
+            after.tail = {}
+            return after, [((join_key, side, after.fragments), (pickle.dumps(tail),))], []
         if len(rows) <= self.inline_rows:
             return StoredSide(rows), [], before.fragment_keys(join_key, side)
         if changed or before.fragments != 1:

@@ -5,19 +5,21 @@ number):
 
 - ``(key, -1, 0)``, the key's *meta*: per side, either the side's rows themselves
   (*inline*: a side of at most :data:`INLINE_ROWS` rows, such as a dimension's one row)
-  or, for a side with more, how many fragments hold them and its total multiplicity per
+  or, for a side with more, how many fragments hold them, the rows added since the last
+  fragment (its *tail*, at most :data:`INLINE_ROWS` rows) and its total multiplicity per
   time (:class:`StoredSide`);
 - ``(key, side, 1…n)``: a side's rows in *fragments*, each a :data:`History`; the side's
-  rows are their sum.
+  rows are their sum and the tail's.
 
-A batch that only inserts into a side held in fragments appends its rows as one more
-fragment without reading that side: it reads the meta and the other side, whose rows the
-new ones join with. So an insert costs what the other side holds for its key (a
-dimension's row), not what its own side holds (the many facts of that dimension): the
-cost of a batch follows what changed, not the history. A side is read whole, and written
-back as one fragment or inline, when the other side changes (its rows join the change),
-when a batch retracts from it (so that a side whose rows are all retracted leaves nothing
-behind), and when it has :data:`FRAGMENT_LIMIT` fragments.
+A batch that only inserts into a side held in fragments adds its rows to the tail
+without reading the fragments (a full tail becomes one more fragment): it reads the
+meta, which holds the other side if that side is small (a dimension's row), and the
+other side's fragments otherwise, whose rows the new ones join with. So an insert costs
+what the other side holds for its key, not what its own side holds (the many facts of
+that dimension): the cost of a batch follows what changed, not the history. A side is
+read whole, and written back as one fragment or inline, when the other side changes (its
+rows join the change), when a batch retracts from it (so that a side whose rows are all
+retracted leaves nothing behind), and when it has :data:`FRAGMENT_LIMIT` fragments.
 
 While its side is not read, the rows a batch does not change stand in as one row,
 :data:`ALL_ROWS`, with the side's total multiplicity per time: that is all the join needs
@@ -71,11 +73,13 @@ empty: a row is a JSON object)."""
 @dataclass(slots=True)
 class StoredSide:
     """What a key's meta says of one side: its rows (``inline``), or ``fragments`` of
-    them and their ``totals`` (multiplicity per time)."""
+    them, the rows added since the last one (``tail``) and their ``totals``
+    (multiplicity per time)."""
 
     inline: History | None = field(default_factory=dict)
     fragments: int = 0
     totals: dict[int, int] = field(default_factory=dict)
+    tail: History = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -87,13 +91,13 @@ class StoredSide:
         return [(join_key, side, n) for n in range(1, self.fragments + 1)]
 
     def rows(self, fragments: Iterator[tuple[bytes] | None] | None) -> History:
-        """The side's rows: inline, or merged from the next of ``fragments`` (its own, read
-        in order), or when not read (``None``) the stand-in: one row with the side's
-        totals (see :data:`ALL_ROWS`)."""
+        """The side's rows: inline, or the next of ``fragments`` (its own, read in order)
+        and the tail merged, or when not read (``None``) the stand-in: one row with the
+        side's totals (see :data:`ALL_ROWS`)."""
         if self.inline is not None:
             return self.inline
         if fragments is not None:
-            return merged([next(fragments) for _ in range(self.fragments)])
+            return merged([next(fragments) for _ in range(self.fragments)], self.tail)
         return {ALL_ROWS: dict(self.totals)} if self.totals else {}
 
 
@@ -107,16 +111,15 @@ def load_meta(value: tuple[bytes] | None) -> tuple[StoredSide, StoredSide]:
 
 def dump_meta(sides: tuple[StoredSide, StoredSide]) -> tuple[bytes]:
     """A key's meta to store (plain tuples: nothing to import to read it back)."""
-    return (pickle.dumps(tuple((s.inline, s.fragments, s.totals) for s in sides)),)
+    return (pickle.dumps(tuple((s.inline, s.fragments, s.totals, s.tail) for s in sides)),)
 
 
-def merged(fragments: list[tuple[bytes] | None]) -> History:
-    """The rows a side's fragments hold together."""
+def merged(fragments: list[tuple[bytes] | None], tail: History) -> History:
+    """The rows a side's fragments and its tail hold together."""
     rows: History = {}
-    for fragment in fragments:
-        if fragment is None:
-            continue
-        for row, times in pickle.loads(fragment[0]).items():
+    parts = [pickle.loads(fragment[0]) for fragment in fragments if fragment is not None]
+    for part in [*parts, tail]:
+        for row, times in part.items():
             for time, diff in times.items():
                 add_row(rows, row, time, diff)
     return rows
