@@ -19,9 +19,10 @@ chunks.
 
 It suits small entries (a group's totals, a row's counts), whose cost is the calls. A
 join lays its keys' rows out its own way instead (:mod:`.join_rows`): a key's rows are
-large, and chunked they cost about what they cost alone (measured: ``bench/incremental_join.py``
-at 100,000 and 200,000 facts, 1,000- and 50,000-row batches), since what a call costs
-then grows with the bytes it carries.
+large, and chunked they cost about what they cost alone (measured:
+``bench/incremental_join.py`` at 100,000 and 200,000 facts, 1,000- and 50,000-row
+batches), since what a call costs then grows with the bytes it carries; its keys' metas
+chunked cost more than alone (a 1,000-row batch at 1M facts 1.05 s against 0.86 s).
 """
 
 from __future__ import annotations
