@@ -19,8 +19,8 @@ def _shape(sql: str) -> JoinShape:
     return plan.join
 
 
-def _plan(sql: str, left: tuple[str, ...] = ORDERS, right: tuple[str, ...] = CUSTOMERS) -> JoinPlan:
-    resolved = _shape(sql).resolve(left, right)
+def _plan(sql: str, *columns: tuple[str, ...]) -> JoinPlan:
+    resolved = _shape(sql).resolve(columns or (ORDERS, CUSTOMERS))
     assert resolved is not None
     return resolved
 
@@ -40,17 +40,15 @@ def _plan(sql: str, left: tuple[str, ...] = ORDERS, right: tuple[str, ...] = CUS
 )
 def test_join_kinds(join: str, kind: str) -> None:
     shape = _shape(f"SELECT o.amount FROM orders AS o {join} customers AS c ON o.customer = c.id")
-    assert shape.kind == kind
+    assert shape.kinds == (kind,)
     assert [(s.source, s.alias) for s in shape.sides] == [("orders", "o"), ("customers", "c")]
 
 
 def test_outer_sides_are_preserved_by_kind() -> None:
-    assert _plan("SELECT * FROM orders o JOIN customers c ON customer = c.id").preserves == (
-        False,
-        False,
-    )
+    inner = _plan("SELECT * FROM orders o JOIN customers c ON customer = c.id")
+    assert inner.steps[0].preserves == (False, False)
     sql = "SELECT * FROM orders o FULL JOIN customers c ON customer = c.id"
-    assert _plan(sql).preserves == (True, True)
+    assert _plan(sql).steps[0].preserves == (True, True)
 
 
 @pytest.mark.parametrize(
@@ -70,7 +68,10 @@ def test_outer_sides_are_preserved_by_kind() -> None:
         "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id "
         "WHERE o.id IN (SELECT id FROM events)",
         "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id "
-        "JOIN events e ON e.id = o.id",
+        "JOIN events e ON e.id > o.id",
+        "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id CROSS JOIN events e",
+        "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id "
+        "JOIN orders c ON c.id = o.id",  # two sides with one alias
         "SELECT o.id FROM orders o JOIN (SELECT DISTINCT id FROM customers) c ON o.customer = c.id",
         "SELECT o.id FROM orders o JOIN (SELECT *, 1 AS one FROM customers) c ON o.customer = c.id",
         "SELECT o.id, ROW_NUMBER() OVER (ORDER BY o.id) FROM orders o "
@@ -103,7 +104,7 @@ def test_keys_are_per_side_whichever_way_they_are_written() -> None:
         "SELECT o.amount FROM orders o JOIN customers c "
         "ON c.id = o.customer AND (lower(o.id) = c.name)"
     )
-    assert plan.keys == (("`customer`", "LOWER(`id`)"), ("`id`", "`name`"))
+    assert plan.steps[0].keys == (("`customer`", "LOWER(`id`)"), ("`id`", "`name`"))
 
 
 def test_unqualified_columns_resolve_by_the_sides_columns() -> None:
@@ -139,15 +140,15 @@ def test_stars_expand_to_both_sides_columns() -> None:
     ],
 )
 def test_unresolvable_names_give_no_plan(sql: str) -> None:
-    assert _shape(sql).resolve(ORDERS, CUSTOMERS) is None
+    assert _shape(sql).resolve((ORDERS, CUSTOMERS)) is None
 
 
 def test_a_self_join_reads_one_source_twice() -> None:
     shape = _shape("SELECT a.id, b.id FROM orders a LEFT JOIN orders b ON a.customer = b.id")
     assert [s.source for s in shape.sides] == ["orders", "orders"]
-    plan = shape.resolve(ORDERS, ORDERS)
+    plan = shape.resolve((ORDERS, ORDERS))
     assert plan is not None
-    assert plan.keys == (("`customer`",), ("`id`",))
+    assert plan.steps[0].keys == (("`customer`",), ("`id`",))
 
 
 def test_an_aggregation_over_a_join_is_planned_over_the_joined_rows() -> None:
@@ -168,3 +169,41 @@ def test_an_aggregation_over_a_join_is_planned_over_the_joined_rows() -> None:
 
 def test_a_global_aggregate_over_joined_rows_has_no_plan() -> None:
     assert plan_over_joined("SELECT COUNT(*) FROM __mz_joined") is None
+
+
+EVENTS = ("id", "order", "kind")
+
+
+def test_a_join_of_three_inputs_is_a_chain_of_two_input_joins() -> None:
+    """Each step joins the inputs so far (their keys over the joined columns after the
+    first step) with the next input (its keys over its own columns)."""
+    shape = _shape(
+        "SELECT o.amount, c.name, e.kind FROM orders o JOIN customers c ON o.customer = c.id "
+        "LEFT JOIN events e ON e.order = o.id AND c.region = e.kind WHERE amount > 1"
+    )
+    assert shape.kinds == ("inner", "left")
+    assert [s.source for s in shape.sides] == ["orders", "customers", "events"]
+    plan = shape.resolve((ORDERS, CUSTOMERS, EVENTS))
+    assert plan is not None
+    assert [step.keys for step in plan.steps] == [
+        (("`customer`",), ("`id`",)),
+        (("__mz_l0", "__mz_r2"), ("`order`", "`kind`")),
+    ]
+    assert [step.preserves for step in plan.steps] == [(False, False), (True, False)]
+    assert plan.output_sql == (
+        "SELECT __mz_l2 AS `amount`, __mz_r1 AS `name`, __mz_s2_2 AS `kind`, __time, __diff "
+        "FROM __mz_joined WHERE __mz_l2 > 1"
+    )
+
+
+@pytest.mark.parametrize(
+    "on",
+    [
+        "e.order = c.name AND e.id = 1",  # a filter in ON
+        "o.id = c.id",  # no column of the next input
+        "e.order = e.id",  # the next input alone
+    ],
+)
+def test_a_later_join_must_compare_the_inputs_so_far_with_the_next(on: str) -> None:
+    sql = f"SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id JOIN events e ON {on}"
+    assert _shape(sql).resolve((ORDERS, CUSTOMERS, EVENTS)) is None

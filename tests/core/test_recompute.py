@@ -26,9 +26,10 @@ SOURCES = ["t", "u", "v"]
         ("SELECT t.a, u.b FROM t CROSS JOIN u", "a cross join (no equality between the inputs)"),
         ("SELECT t.a FROM t LEFT SEMI JOIN u ON t.a = u.a", "a SEMI join"),
         (
-            "SELECT t.a FROM t JOIN u ON t.a = u.a JOIN v ON v.a = t.a",
-            "a join of 3 inputs (two-input equi-joins are incremental)",
+            "SELECT t.a FROM t JOIN u ON t.a = u.a JOIN v ON v.a > t.a",
+            "a join condition that is not a conjunction",
         ),
+        ("SELECT t.a FROM t JOIN u ON t.a = u.a CROSS JOIN v", "a cross join"),
         ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "an IN (subquery) predicate"),
         ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", "an EXISTS subquery"),
         ("SELECT a, (SELECT max(b) FROM u) AS m FROM t", "a scalar subquery"),

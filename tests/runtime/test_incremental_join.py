@@ -58,6 +58,19 @@ JOINS = {
     ),
 }
 
+CHAINS = {
+    # Three inputs (a source read twice): a chain of two-input joins, each later ON
+    # comparing the inputs joined so far with the next one.
+    "chain": (
+        "SELECT l.v, r.w, l2.v AS v2 FROM l JOIN r ON l.k = r.k "
+        "LEFT JOIN l AS l2 ON l2.s = r.s AND l2.k = l.k"
+    ),
+    "chain_grouped": (
+        "SELECT r.w, count(*) AS n, sum(l2.v) AS total FROM l FULL JOIN r ON l.k = r.k "
+        "JOIN (SELECT k, s, v FROM l WHERE v > 2) AS l2 ON l2.s = r.s GROUP BY r.w"
+    ),
+}
+
 Update = dict[str, Any]
 Rows = Counter[tuple[Any, ...]]
 
@@ -220,6 +233,7 @@ def check_joins(
             # Maintained in Spark state (the arrangements), not recomputed in the driver.
             report = {d.name: d for d in engine.report().dataflows}
             assert all(report[name].state_rows > 0 for name in queries), report
+            assert all(report[name].strategy_reason is None for name in queries), report
     finally:
         engine.close()
 
@@ -235,6 +249,10 @@ def test_joins_match_spark_on_random_changes(spark: SparkSession, seed: int) -> 
     with tempfile.TemporaryDirectory(prefix="joins-") as directory:
         queries = seeded_half(JOINS, seed)  # the fixed seed above runs them all
         check_joins(spark, Path(directory), seed, batches=3, queries=queries)
+
+
+def test_joins_of_three_inputs_match_spark(spark: SparkSession, tmp_path: Path) -> None:
+    check_joins(spark, tmp_path, seed=31, batches=4, restart_before=2, queries=CHAINS)
 
 
 def test_a_restart_from_the_checkpoint_in_the_middle(spark: SparkSession, tmp_path: Path) -> None:

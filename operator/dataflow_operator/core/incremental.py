@@ -20,8 +20,9 @@ classifies what remains into one of three strategies:
     them.
 
 ``JOIN``
-    A two-input equi-join (inner or outer) of sources or linear sub-selects of one
-    source, with row-wise SELECT and WHERE: see :mod:`dataflow_operator.core.join`.
+    An equi-join (inner or outer) of two or more inputs, each a source or a linear
+    sub-select of one, with row-wise SELECT and WHERE: see
+    :mod:`dataflow_operator.core.join`.
     :attr:`MaintenancePlan.join` is its shape; the engine resolves it against the sides'
     columns and falls back to GENERAL when that fails (an ambiguous name).
 

@@ -1,12 +1,14 @@
-"""Equi-joins of two changelogs, maintained incrementally: the planning half.
+"""Equi-joins of two or more changelogs, maintained incrementally: the planning half.
 
 :func:`join_shape` recognises, without any schema,
 
     SELECT <row-wise expressions> FROM x [INNER | LEFT | RIGHT | FULL [OUTER]] JOIN y
-    ON x.a = y.b [AND …equalities] [WHERE <row-wise condition>]
+    ON x.a = y.b [AND …equalities] [[…] JOIN z ON … = z.c …] [WHERE <row-wise condition>]
 
-where ``x`` and ``y`` each read one source directly or through a linear sub-select
-(``(SELECT … FROM source WHERE …) AS s``). Each side becomes a linear changelog
+where ``x``, ``y``, ``z``… each read one source directly or through a linear sub-select
+(``(SELECT … FROM source WHERE …) AS s``). A join of more than two inputs is a chain of
+two-input joins, as SQL reads it: ``(x ⋈ y) ⋈ z``, each ON comparing the inputs joined
+so far with the next one. Each side becomes a linear changelog
 (:attr:`JoinSide.sql`: its columns, then ``__time`` and ``__diff``). The same join with
 GROUP BY (and HAVING, aggregates) over its rows is recognised too
 (:attr:`JoinShape.aggregate`): its aggregation is then planned over the joined rows by
@@ -52,6 +54,7 @@ __all__ = [
     "JoinPlan",
     "JoinShape",
     "JoinSide",
+    "JoinStep",
     "join_shape",
     "joined_column",
 ]
@@ -65,8 +68,9 @@ _NOT_JOIN_ARGS = (*NOT_AGGREGATE_ARGS, "laterals", "pivots")
 
 
 def joined_column(side: int, index: int) -> str:
-    """The name in :data:`JOINED` of column ``index`` of side ``side`` (0 left, 1 right)."""
-    return f"__mz_{'lr'[side]}{index}"
+    """The name in :data:`JOINED` of column ``index`` of side ``side`` (0 the first input,
+    1 the second…)."""
+    return f"__mz_{'lr'[side]}{index}" if side < 2 else f"__mz_s{side}_{index}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,25 +84,17 @@ class JoinSide:
 
 
 @dataclass(frozen=True, slots=True)
-class JoinPlan:
-    """An equi-join with its columns resolved: what the engine runs.
+class JoinStep:
+    """One two-input join of a chain: the inputs joined so far with the next one.
 
-    - ``keys``: per side, the key expressions (SQL over the side's own columns,
-      unqualified), position by position equal in a match.
-    - ``output_sql``: SQL over the relation :data:`JOINED`, whose columns are the left
-      side's columns named ``joined_column(0, i)``, the right side's named
-      ``joined_column(1, i)`` (NULL on the missing side of a null-extended row), then
-      ``__time`` and ``__diff``. Without :attr:`aggregate` it is row-wise and yields the
-      query's columns, ``__time``, ``__diff``; with it, it is the query's aggregation
-      (GROUP BY, HAVING) over the joined rows as a query over consolidated inputs, to be
-      planned in turn. Names are as written or Spark's: rename positionally to the
-      snapshot schema.
+    ``keys``: the key expressions of the inputs so far (SQL over their joined columns:
+    the first input's own names in the first step, :func:`joined_column` names after)
+    and of the next input (over its own columns, unqualified), position by position
+    equal in a match.
     """
 
     kind: JoinKind
     keys: tuple[tuple[str, ...], tuple[str, ...]]
-    output_sql: str
-    aggregate: bool = False
 
     @property
     def preserves(self) -> tuple[bool, bool]:
@@ -107,53 +103,73 @@ class JoinPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class JoinShape:
-    """A two-input equi-join recognised without schemas (see :func:`join_shape`)."""
+class JoinPlan:
+    """An equi-join with its columns resolved: what the engine runs.
 
-    kind: JoinKind
-    sides: tuple[JoinSide, JoinSide]
+    - ``steps``: the two-input joins, in order (one per input after the first).
+    - ``output_sql``: SQL over the relation :data:`JOINED`, whose columns are each
+      input's columns, input ``s``'s column ``i`` named ``joined_column(s, i)`` (NULL on
+      a missing side of a null-extended row), then ``__time`` and ``__diff``. Without
+      :attr:`aggregate` it is row-wise and yields the query's columns, ``__time``,
+      ``__diff``; with it, it is the query's aggregation (GROUP BY, HAVING) over the
+      joined rows as a query over consolidated inputs, to be planned in turn. Names are
+      as written or Spark's: rename positionally to the snapshot schema.
+    """
+
+    steps: tuple[JoinStep, ...]
+    output_sql: str
+    aggregate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JoinShape:
+    """An equi-join of two or more inputs recognised without schemas (see
+    :func:`join_shape`)."""
+
+    kinds: tuple[JoinKind, ...]
+    """Per join, in order: its kind."""
+    sides: tuple[JoinSide, ...]
     query: exp.Select = field(compare=False, repr=False)
-    """The query; its join condition is :attr:`conditions`."""
-    conditions: tuple[exp.EQ, ...] = field(compare=False, repr=False)
+    """The query; its join conditions are :attr:`conditions`."""
+    conditions: tuple[tuple[exp.EQ, ...], ...] = field(compare=False, repr=False)
+    """Per join, in order: the equalities of its ON."""
     aggregate: bool = False
     """Whether the query aggregates the joined rows (GROUP BY, aggregates, HAVING)."""
 
-    def resolve(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> JoinPlan | None:
+    def resolve(self, columns: Sequence[Sequence[str]]) -> JoinPlan | None:
         """The plan given each side's columns (in order), or ``None`` (then recompute).
 
         ``None`` when a column is ambiguous or unknown, or an ON equality does not
-        compare an expression of one side with an expression of the other.
+        compare an expression of the inputs joined so far with one of the next input.
         """
-        resolver = _Resolver(self, (tuple(left_columns), tuple(right_columns)))
+        resolver = _Resolver(self, tuple(tuple(c) for c in columns))
         try:
-            keys = resolver.keys()
+            steps = tuple(
+                JoinStep(kind, resolver.keys(step)) for step, kind in enumerate(self.kinds, start=1)
+            )
             output = resolver.aggregation() if self.aggregate else resolver.output()
         except _Unresolved:
             return None
-        return JoinPlan(kind=self.kind, keys=keys, output_sql=output, aggregate=self.aggregate)
+        return JoinPlan(steps=steps, output_sql=output, aggregate=self.aggregate)
 
 
 def join_shape(select: exp.Query, ctes: frozenset[str] = frozenset()) -> JoinShape | None:
-    """``select`` as a two-input equi-join, or ``None`` if it is not of that shape."""
+    """``select`` as an equi-join of two or more inputs, or ``None`` if it is not of that
+    shape."""
     if not isinstance(select, exp.Select):
         return None
     if any(select.args.get(key) for key in _NOT_JOIN_ARGS):
         return None
     joins = select.args.get("joins") or []
-    if len(joins) != 1:
-        return None
-    join = joins[0]
-    kind = _kind(join)
-    if kind is None:
-        return None
     from_clause = select.args.get("from_") or select.args.get("from")
-    if not isinstance(from_clause, exp.From):
+    if not joins or not isinstance(from_clause, exp.From):
         return None
-    left, right = _side(from_clause.this, ctes), _side(join.this, ctes)
-    if left is None or right is None or left.alias == right.alias:
+    kinds = [_kind(join) for join in joins]
+    sides = [_side(from_clause.this, ctes), *(_side(join.this, ctes) for join in joins)]
+    conditions = [_equalities(join.args.get("on")) for join in joins]
+    if None in kinds or None in sides or None in conditions:
         return None
-    conditions = _equalities(join.args.get("on"))
-    if conditions is None:
+    if len({side.alias for side in sides if side is not None}) != len(sides):
         return None
     aggregate = bool(select.args.get("group") or select.args.get("having")) or any(
         is_aggregate(node) for item in select.expressions for node in item.walk()
@@ -165,10 +181,10 @@ def join_shape(select: exp.Query, ctes: frozenset[str] = frozenset()) -> JoinSha
         if item is not None and not _row_wise(item, aggregates=aggregate):
             return None
     return JoinShape(
-        kind=kind,
-        sides=(left, right),
+        kinds=tuple(k for k in kinds if k is not None),
+        sides=tuple(side for side in sides if side is not None),
         query=select,
-        conditions=conditions,
+        conditions=tuple(c for c in conditions if c is not None),
         aggregate=aggregate,
     )
 
@@ -258,7 +274,7 @@ class _Unresolved(Exception):
 class _Resolver:
     """Attributes column references to sides, given the sides' columns."""
 
-    def __init__(self, shape: JoinShape, columns: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    def __init__(self, shape: JoinShape, columns: tuple[tuple[str, ...], ...]) -> None:
         self.shape = shape
         self.columns = columns
         self.index = tuple({name.lower(): i for i, name in enumerate(c)} for c in columns)
@@ -277,7 +293,7 @@ class _Resolver:
             if name not in self.index[side]:
                 raise _Unresolved
             return side, self.index[side][name]
-        found = [(s, self.index[s][name]) for s in (0, 1) if name in self.index[s]]
+        found = [(s, index[name]) for s, index in enumerate(self.index) if name in index]
         if len(found) != 1:
             raise _Unresolved
         return found[0]
@@ -285,30 +301,35 @@ class _Resolver:
     def sides_of(self, node: exp.Expr) -> set[int]:
         return {self.locate(c)[0] for c in node.find_all(exp.Column)}
 
-    def on_side(self, node: exp.Expr) -> str:
-        """``node`` over its side's own columns (unqualified, as the side names them)."""
+    def over(self, node: exp.Expr, *, joined: bool) -> str:
+        """``node`` over its side's own columns (unqualified, as the side names them), or
+        with ``joined`` over the joined columns (:func:`joined_column`)."""
 
         def local(sub: exp.Expr) -> exp.Expr:
             if isinstance(sub, exp.Column):
                 side, index = self.locate(sub)
+                if joined:
+                    return exp.column(joined_column(side, index))
                 return exp.column(exp.to_identifier(self.columns[side][index], quoted=True))
             return sub
 
         return render(node.copy().transform(local))
 
-    def keys(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        left: list[str] = []
-        right: list[str] = []
-        for equality in self.shape.conditions:
+    def keys(self, step: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The keys of the join of the inputs before ``step`` with input ``step``."""
+        before: list[str] = []
+        after: list[str] = []
+        for equality in self.shape.conditions[step - 1]:
             a, b = equality.this, equality.expression
             sides = self.sides_of(a), self.sides_of(b)
-            if sides == ({1}, {0}):
+            if sides[0] == {step}:
                 a, b = b, a
-            elif sides != ({0}, {1}):
-                raise _Unresolved  # a filter in ON, or both sides in one operand
-            left.append(self.on_side(a))
-            right.append(self.on_side(b))
-        return tuple(left), tuple(right)
+                sides = sides[1], sides[0]
+            if not sides[0] or max(sides[0]) >= step or sides[1] != {step}:
+                raise _Unresolved  # a filter in ON, or not the joined inputs against the next
+            before.append(self.over(a, joined=step > 1))
+            after.append(self.over(b, joined=False))
+        return tuple(before), tuple(after)
 
     def joined(self, node: exp.Expr) -> exp.Expr:
         """``node`` over :data:`JOINED`'s columns."""
@@ -321,7 +342,7 @@ class _Resolver:
         return node.copy().transform(rename)
 
     def star(self, qualifier: str) -> list[exp.Expr]:
-        sides = (0, 1) if not qualifier else (self._side_named(qualifier),)
+        sides = range(len(self.columns)) if not qualifier else (self._side_named(qualifier),)
         return [
             exp.alias_(exp.column(joined_column(s, i)), name, quoted=True)
             for s in sides

@@ -74,17 +74,18 @@ def _joins(query: exp.Query) -> str | None:
     joins = list(query.find_all(exp.Join))
     if not joins:
         return None
-    if len(joins) > 1:
-        return f"a join of {len(joins) + 1} inputs (two-input equi-joins are incremental)"
-    join = joins[0]
-    kind = str(join.args.get("kind") or "").upper()
-    if kind == "CROSS" or (join.args.get("on") is None and not join.args.get("using")):
-        return "a cross join (no equality between the inputs)"
-    if kind in ("SEMI", "ANTI"):
-        return f"a {kind} join"
-    if join.args.get("using"):
-        return "a join with USING (write it as ON a.x = b.x)"
-    return "a join condition that is not a conjunction of equalities between the two inputs"
+    for join in joins:
+        kind = str(join.args.get("kind") or "").upper()
+        if kind == "CROSS" or (join.args.get("on") is None and not join.args.get("using")):
+            return "a cross join (no equality between the inputs)"
+        if kind in ("SEMI", "ANTI"):
+            return f"a {kind} join"
+        if join.args.get("using"):
+            return "a join with USING (write it as ON a.x = b.x)"
+    return (
+        "a join condition that is not a conjunction of equalities between the inputs "
+        "joined so far and the next"
+    )
 
 
 def _aggregates(query: exp.Query) -> str | None:

@@ -32,7 +32,7 @@ from dataflow_operator.core.incremental import (
     plan_over_joined,
     plan_query,
 )
-from dataflow_operator.core.join import JOINED
+from dataflow_operator.core.join import JOINED, joined_column
 from dataflow_operator.core.sql_shape import FILTERED
 from dataflow_operator.core.temporal import TemporalBound
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
@@ -167,21 +167,30 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
     assert shape is not None
     sides = [spark.sql(side.sql) for side in shape.sides]
     columns = [[c for c in side.columns if c not in (TIME, DIFF)] for side in sides]
-    resolved = shape.resolve(columns[0], columns[1])
+    resolved = shape.resolve(columns)
     if resolved is None:
         return None
-    # The sides are not in step; what reads the output (the aggregate's totals, another
-    # dataflow's operators) applies updates in time order.
-    joined = joined_changelog(
-        resolved,
-        sides[0],
-        sides[1],
-        buckets=BUCKETS,
-        until=until,
-        in_time_order=True,
-    )
-    if joined is None:
-        return None
+    # A chain: the inputs joined so far (named as in the joined rows) with the next one.
+    # The sides are not in step; what reads a join's output (the next join, the
+    # aggregate's totals, another dataflow's operators) applies updates in time order.
+    joined = sides[0]
+    for number, step in enumerate(resolved.steps, start=1):
+        names = (
+            [joined_column(s, i) for s in range(number) for i in range(len(columns[s]))],
+            [joined_column(number, i) for i in range(len(columns[number]))],
+        )
+        chained = joined_changelog(
+            step,
+            joined,
+            sides[number],
+            names=names,
+            buckets=BUCKETS,
+            until=until,
+            in_time_order=True,
+        )
+        if chained is None:
+            return None
+        joined = chained
     aggregation = plan_over_joined(resolved.output_sql) if resolved.aggregate else None
     if resolved.aggregate and aggregation is None:
         return None

@@ -1,8 +1,10 @@
 """Equi-joins maintained in Spark state (``transformWithStateInPandas``): the running half.
 
-The core plans the join (:class:`dataflow_operator.core.join.JoinPlan`). Here
-:func:`joined_changelog` turns the two sides' changelogs into the changelog of joined
-rows (the relation :data:`~dataflow_operator.core.join.JOINED`):
+The core plans the join (:class:`dataflow_operator.core.join.JoinPlan`): a chain of
+two-input joins, one per input after the first. Here :func:`joined_changelog` runs one
+of them (:class:`~dataflow_operator.core.join.JoinStep`), turning the changelogs of the
+inputs joined so far and of the next input into the changelog of their joined rows (the
+last step's is the relation :data:`~dataflow_operator.core.join.JOINED`):
 
 - both sides' updates become one stream: the side (0 left, 1 right), the join key as
   JSON (NULL when a key component is NULL: such rows match nothing), the row as JSON,
@@ -26,11 +28,13 @@ here: :func:`joined_changelog` returns ``None`` and the engine recomputes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
-from dataflow_operator.core.join import JoinPlan, joined_column
+from dataflow_operator.core.join import JoinStep
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.strategies.arrangement import (
     LEFT_ROW,
@@ -83,10 +87,11 @@ def _normalized(column: Column, data_type: T.DataType) -> Column:
 
 
 def joined_changelog(
-    plan: JoinPlan,
+    plan: JoinStep,
     left: DataFrame,
     right: DataFrame,
     *,
+    names: tuple[Sequence[str], Sequence[str]],
     buckets: int,
     until: int | None,
     in_time_order: bool = False,
@@ -95,8 +100,9 @@ def joined_changelog(
 
     ``left`` and ``right`` are the sides' changelogs (data columns, ``__time``,
     ``__diff``). Updates at or past ``until`` never enter the join's state. The result
-    has the left side's columns named ``joined_column(0, i)``, the right side's
-    ``joined_column(1, i)``, then ``__time`` and ``__diff``.
+    has the left side's columns named ``names[0]``, the right side's ``names[1]`` (in a
+    chain, :func:`~dataflow_operator.core.join.joined_column`'s), then ``__time`` and
+    ``__diff``.
 
     With ``in_time_order`` each joined update is held until the watermark (the inputs'
     frontier) reaches its time, so that no batch carries an update at a time before one
@@ -152,12 +158,12 @@ def joined_changelog(
     )
     return parsed.select(
         *[
-            F.col(LEFT_ROW).getField(f.name).alias(joined_column(0, i))
-            for i, f in enumerate(schemas[0].fields)
+            F.col(LEFT_ROW).getField(f.name).alias(name)
+            for f, name in zip(schemas[0].fields, names[0], strict=True)
         ],
         *[
-            F.col(RIGHT_ROW).getField(f.name).alias(joined_column(1, i))
-            for i, f in enumerate(schemas[1].fields)
+            F.col(RIGHT_ROW).getField(f.name).alias(name)
+            for f, name in zip(schemas[1].fields, names[1], strict=True)
         ],
         F.col(TIME),
         F.col(DIFF),
