@@ -22,12 +22,16 @@ SOURCES = ["t", "u", "v"]
             "a window function (ROW_NUMBER() OVER (ORDER BY a))",
         ),
         ("SELECT a FROM t ORDER BY a LIMIT 3", "ORDER BY … LIMIT/OFFSET (a top-k)"),
-        ("SELECT t.a FROM t JOIN u ON t.a < u.a", "a join condition that is not a conjunction"),
+        (
+            "SELECT t.a FROM t JOIN u ON t.a < u.a",
+            "a join condition that is not a conjunction of equalities between the two inputs",
+        ),
         ("SELECT t.a, u.b FROM t CROSS JOIN u", "a cross join (no equality between the inputs)"),
         ("SELECT t.a FROM t LEFT SEMI JOIN u ON t.a = u.a", "a SEMI join"),
         (
             "SELECT t.a FROM t JOIN u ON t.a = u.a JOIN v ON v.a > t.a",
-            "a join condition that is not a conjunction",
+            "a join condition that is not a conjunction of equalities between the inputs "
+            "joined so far and the next",
         ),
         ("SELECT t.a FROM t JOIN u ON t.a = u.a CROSS JOIN v", "a cross join"),
         ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "an IN (subquery) predicate"),

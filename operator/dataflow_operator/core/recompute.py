@@ -82,6 +82,8 @@ def _joins(query: exp.Query) -> str | None:
             return f"a {kind} join"
         if join.args.get("using"):
             return "a join with USING (write it as ON a.x = b.x)"
+    if len(joins) == 1:
+        return "a join condition that is not a conjunction of equalities between the two inputs"
     return (
         "a join condition that is not a conjunction of equalities between the inputs "
         "joined so far and the next"
