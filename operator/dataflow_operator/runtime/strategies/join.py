@@ -87,7 +87,7 @@ def _normalized(column: Column, data_type: T.DataType) -> Column:
 
 
 def joined_changelog(
-    plan: JoinStep,
+    step: JoinStep,
     left: DataFrame,
     right: DataFrame,
     *,
@@ -109,8 +109,8 @@ def joined_changelog(
     already emitted: what a downstream operator that applies updates in time order
     (the aggregate's totals) needs. Without it updates come as soon as they are known.
     """
-    tagged = [_tagged(0, left, plan.keys[0]), _tagged(1, right, plan.keys[1])]
-    count = len(plan.keys[0])
+    tagged = [_tagged(0, left, step.keys[0]), _tagged(1, right, step.keys[1])]
+    count = len(step.keys[0])
     key_names = [f"__k{i}" for i in range(count)]
     for name in key_names:
         if not _comparable(tagged[0].schema[name].dataType, tagged[1].schema[name].dataType):
@@ -141,7 +141,7 @@ def joined_changelog(
         ]
     )
     joined = arranged.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=ArrangedJoin(plan.preserves, in_time_order=in_time_order),
+        statefulProcessor=ArrangedJoin(step.preserves, in_time_order=in_time_order),
         outputStructType=output,
         outputMode="Append",
         timeMode="EventTime",
