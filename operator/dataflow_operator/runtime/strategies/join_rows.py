@@ -116,10 +116,12 @@ def dump_meta(sides: tuple[StoredSide, StoredSide]) -> tuple[bytes]:
 
 def merged(fragments: list[tuple[bytes] | None], tail: History) -> History:
     """The rows a side's fragments and its tail hold together."""
-    if any(fragment is None for fragment in fragments):
-        raise RuntimeError("the join's state lacks a fragment its key's meta counts")
+    parts: list[History] = []
+    for fragment in fragments:
+        if fragment is None:
+            raise RuntimeError("the join's state lacks a fragment its key's meta counts")
+        parts.append(pickle.loads(fragment[0]))
     rows: History = {}
-    parts = [pickle.loads(fragment[0]) for fragment in fragments if fragment is not None]
     for part in [*parts, tail]:
         for row, times in part.items():
             for time, diff in times.items():
