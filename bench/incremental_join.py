@@ -176,6 +176,27 @@ def _fact_rows(first: int, count: int, dims: int, rng: random.Random) -> list[di
     ]
 
 
+FEED_PERIOD = 0.25
+"""Seconds between two files the feeder moves into the facts table."""
+
+
+def _staged(args: argparse.Namespace, staging: Path, rng: random.Random) -> list[tuple[Path, int]]:
+    """The facts the feeder will insert, written beforehand (so that making them does not
+    take the cores the dataflow runs on): one JSON-lines file per :data:`FEED_PERIOD`,
+    with its row count."""
+    from dataflow_operator.runtime.cli.insert import insert_rows
+
+    per_file = max(1, round(args.rate * FEED_PERIOD))
+    staged: list[tuple[Path, int]] = []
+    first, target = args.facts, args.facts * args.growth
+    while first < target:
+        count = min(per_file, target - first)
+        rows = _fact_rows(first, count, args.dims, rng)
+        staged.append((Path(str(insert_rows(staging / f"{len(staged):06d}", rows))), count))
+        first += count
+    return staged
+
+
 def _lag(args: argparse.Namespace, work: Path) -> list[tuple[int, float, float]]:
     """(history rows, lag seconds, step seconds) after each wall-clock step while a feeder
     inserts ``--rate`` fact rows a second, until the history is ``--growth`` x ``--facts``."""
@@ -189,6 +210,7 @@ def _lag(args: argparse.Namespace, work: Path) -> list[tuple[int, float, float]]
     rng = random.Random(1)
     insert_rows(work / "dims", [{"id": i, "name": f"d{i}"} for i in range(args.dims)])
     insert_rows(work / "facts", _fact_rows(0, args.facts, args.dims, rng))
+    staged = _staged(args, work / "staging", rng)
     spark = spark_session(master=args.master, app_name="bench-incremental-join-lag")
     assert warm_up(spark, Location.of(work), _now_ms()) is not None
     engine = Engine(spark, EngineConfig(work / "state", _now_ms()))
@@ -197,11 +219,12 @@ def _lag(args: argparse.Namespace, work: Path) -> list[tuple[int, float, float]]
     stop = threading.Event()
 
     def feed() -> None:
+        # As `insert` does: a new name in the table's directory, the file whole at once.
         nonlocal inserted
-        period = 0.25
-        while not stop.wait(period) and inserted < target:
-            count = min(max(1, round(args.rate * period)), target - inserted)
-            insert_rows(work / "facts", _fact_rows(inserted, count, args.dims, rng))
+        for path, count in staged:
+            if stop.wait(FEED_PERIOD):
+                return
+            path.rename(work / "facts" / f"{time.time_ns():020d}-{path.parent.name}.json")
             inserted += count
 
     samples: list[tuple[int, float, float]] = []
@@ -260,6 +283,8 @@ def _print_lag(args: argparse.Namespace, samples: list[tuple[int, float, float]]
     last = [lag for lag, _ in next(t for t in reversed(tenths) if t)]
     ratio = statistics.median(last) / statistics.median(first)
     print(f"lag p50, last tenth / first tenth: {ratio:.2f}x")
+    cores = os.cpu_count() or 1
+    print(f"input: {args.rate:,} rows/s on {cores} cores = {args.rate / cores:,.0f} rows/s/core")
 
 
 def main() -> None:

@@ -10,10 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
+from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.strategies.arrangement import ArrangedJoin
+from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW, SIDE
 from dataflow_operator.runtime.strategies.join_rows import INLINE_ROWS
+from dataflow_operator.runtime.strategies.packed_rows import pack
 
 Row = tuple[Any, ...]
 
@@ -89,18 +93,39 @@ class FakeTimerValues:
         return self.watermark
 
 
+SPARK_SCHEMA = pa.schema(
+    [
+        (SIDE, pa.int32()),
+        (KEY, pa.string()),
+        (ROW, pa.string()),
+        (TIME, pa.int64()),
+        (DIFF, pa.int64()),
+        (BUCKET, pa.int32()),
+    ]
+)
+"""The join's input as Spark hands it to :func:`pack`."""
+
+
 def _run(
     processor: ArrangedJoin,
     updates: list[tuple[int, dict[str, Any], int, int]],
     watermark: int,
 ) -> list[Any]:
+    """Hand ``updates`` to the processor as Spark does: packed (two Arrow batches, so
+    that the processor reads more than one pack)."""
     frame = pd.DataFrame(
         [
             (side, _key(row), json.dumps(row, sort_keys=True), time, diff, 0)
             for side, row, time, diff in updates
-        ]
+        ],
+        columns=[SIDE, KEY, ROW, TIME, DIFF, BUCKET],
     )
-    frames: Iterator[pd.DataFrame] = iter([frame])
+    half = len(frame) // 2
+    batches = [
+        pa.RecordBatch.from_pandas(part, SPARK_SCHEMA, preserve_index=False)
+        for part in (frame[:half], frame[half:])
+    ]
+    frames: Iterator[pd.DataFrame] = (packed.to_pandas() for packed in pack(batches))
     out = list(processor.handleInputRows((0,), frames, FakeTimerValues(watermark)))
     return [tuple(r) for f in out for r in f.itertuples(index=False)]
 

@@ -8,7 +8,6 @@ builds the query (sqlglot through the core, pyarrow). See :mod:`.join` for the d
 
 from __future__ import annotations
 
-import itertools
 import pickle
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from dataflow_operator.runtime.strategies.join_rows import (
     load_meta,
     totals,
 )
+from dataflow_operator.runtime.strategies.packed_rows import unpacked
 from dataflow_operator.runtime.strategies.state_calls import get_values, remove_keys, update_values
 
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ StateKey = tuple[str, int, int]
 class ArrangedJoin(StatefulProcessor):
     """Both sides' rows per join key; joined updates as either side changes.
 
-    Input (by position): ``__side, __key, __row, __time, __diff, __bucket``. Output:
+    Input: ``__side, __key, __row, __time, __diff`` packed per bucket
+    (:func:`~.packed_rows.pack`). Output:
     ``__lrow, __rrow, __time, __diff`` (a missing side is NULL: a null-extended row).
 
     The two inputs are not in step: one side's update at time ``t`` may arrive after the
@@ -120,15 +121,12 @@ class ArrangedJoin(StatefulProcessor):
         rows: Iterator[pd.DataFrame],
         timerValues: Any,  # noqa: N803 - Spark passes these by name
     ) -> Iterator[pd.DataFrame]:
-        """Apply the bucket's updates key by key; emit the joined changes."""
-        import pandas as pd  # here, not at the top: see the module docstring
-
-        frames = [frame for frame in rows if not frame.empty]
-        if not frames:
+        """Apply the bucket's updates (packed: :mod:`.packed_rows`) key by key; emit the
+        joined changes."""
+        frame = unpacked(rows)
+        if frame is None or frame.empty:
             return
         complete = complete_through(timerValues)
-        frame = pd.concat(frames, ignore_index=True).iloc[:, :5]
-        frame.columns = [SIDE, KEY, ROW, TIME, DIFF]
         out: list[Joined] = []
         unmatched = frame[frame[KEY].isna()]
         for side in (0, 1):
@@ -144,13 +142,7 @@ class ArrangedJoin(StatefulProcessor):
         """Apply the updates that have a join key, :data:`KEYS_AT_ONCE` keys at a time: their
         metas read, then the sides they need whole (:mod:`.join_rows`), then what changed
         written, many calls per round trip to the JVM (:mod:`.state_calls`)."""
-        changes = keyed.groupby([KEY, SIDE, ROW, TIME], sort=True)[DIFF].sum()
-        changes = changes[changes != 0]
-        entries = zip(changes.index.tolist(), changes.to_numpy().tolist(), strict=True)
-        per_key = [
-            (join_key, [(int(s), r, int(t), int(d)) for (_, s, r, t), d in by_key])
-            for join_key, by_key in itertools.groupby(entries, key=lambda e: e[0][0])
-        ]
+        per_key = _per_key(keyed)
         # No reads at all when the bucket holds nothing yet (a hydration).
         known = self.arrangement.exists()
         for first in range(0, len(per_key), KEYS_AT_ONCE):
@@ -328,6 +320,21 @@ def _difference(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
 def _extended(side: int, row: str, time: int, diff: int) -> Joined:
     """``row`` of ``side`` with NULLs for the other side's columns."""
     return (row, None, time, diff) if side == 0 else (None, row, time, diff)
+
+
+def _per_key(keyed: pd.DataFrame) -> list[tuple[str, list[Update]]]:
+    """``keyed``'s updates consolidated (diffs of the same row at the same time summed,
+    zero sums dropped) and grouped by join key: in a Python dictionary, which is twice as
+    fast as pandas' ``groupby`` on these string columns."""
+    columns = (keyed[c].tolist() for c in (KEY, SIDE, ROW, TIME))  # Python ints and strs
+    sums: dict[tuple[str, int, str, int], int] = {}
+    for update, diff in zip(zip(*columns, strict=True), keyed[DIFF].tolist(), strict=True):
+        sums[update] = sums.get(update, 0) + diff
+    per_key: dict[str, list[Update]] = {}
+    for (join_key, side, row, time), diff in sums.items():
+        if diff:
+            per_key.setdefault(join_key, []).append((side, row, time, diff))
+    return list(per_key.items())
 
 
 def _consolidated(frame: pd.DataFrame) -> list[tuple[str, int, int]]:

@@ -42,6 +42,7 @@ from dataflow_operator.runtime.strategies.arrangement import (
     ArrangedJoin,
 )
 from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW, SIDE
+from dataflow_operator.runtime.strategies.packed_rows import PACKED_SCHEMA, pack
 
 __all__ = ["joined_changelog"]
 
@@ -140,7 +141,8 @@ def joined_changelog(
             T.StructField(DIFF, T.LongType()),
         ]
     )
-    joined = arranged.groupBy(BUCKET).transformWithStateInPandas(
+    packed = arranged.mapInArrow(pack, PACKED_SCHEMA)
+    joined = packed.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=ArrangedJoin(step.preserves, in_time_order=in_time_order),
         outputStructType=output,
         outputMode="Append",
