@@ -19,9 +19,11 @@ it says ready: the hydration a dataflow installed on a started replica sees.
 ``--lag``: the freshness lag instead. The same query over two ``table`` sources on the
 wall clock (one Spark batch a step, as a replica runs), ``--facts`` rows of history to
 begin with, then a feeder inserts ``--rate`` fact rows a second until the history has
-grown ``--growth`` times; after each step, the lag (the wall clock minus the dataflow's
-frontier). Prints the lag's median per tenth of the growth: flat means the cost of a
-step follows what changed, not the history.
+grown ``--growth`` times (files written beforehand, moved in every 0.25 s: making rows
+does not take the dataflow's cores); after each step, the lag (the wall clock minus the
+dataflow's frontier). Prints the lag's median per tenth of the growth: flat means the
+cost of a step follows what changed, not the history; at a high ``--rate``, a lag that
+settles means the dataflow keeps up with that input rate.
 
     .venv/bin/python bench/incremental_join.py --lag [--facts N] [--rate R] [--growth G]
 """
@@ -55,8 +57,12 @@ DIMS = "id BIGINT, name STRING"
 
 
 def _write(path: Path, rows: list[str]) -> None:
+    """Write a changelog file whole at once, as a producer should: under a hidden name,
+    then renamed (the source may list the directory meanwhile: a Spark query polls it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(rows))
+    hidden = path.with_name(f".{path.name}.tmp")
+    hidden.write_text("".join(rows))
+    hidden.rename(path)
 
 
 def _facts(first: int, count: int, dims: int, at: int, rng: random.Random) -> list[str]:
