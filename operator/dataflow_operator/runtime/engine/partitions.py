@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 
 from dataflow_operator.runtime.engine.query_conf import SHUFFLE_PARTITIONS
-from dataflow_operator.runtime.strategies.build import BUCKETS
+from dataflow_operator.runtime.strategies.buckets import BUCKETS
 
 __all__ = ["master_cores", "state_partitions"]
 

@@ -43,6 +43,7 @@ from dataflow_operator.runtime.sources.frames import (
 )
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies.aggregate import GroupTotals
+from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET
 from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.strategies.join import joined_changelog
@@ -50,7 +51,6 @@ from dataflow_operator.runtime.strategies.multiset import multiset_changelog
 from dataflow_operator.runtime.strategies.temporal_filter import apply_bounds
 
 __all__ = [
-    "BUCKETS",
     "UNRESOLVED_JOIN",
     "BuiltDataflow",
     "SourceInput",
@@ -58,9 +58,6 @@ __all__ = [
     "ddl_of",
     "planned_recompute_reason",
 ]
-
-BUCKETS = 16
-"""Temporal-filter state is grouped into this many keys (one key per row is slow)."""
 
 _views_lock = threading.Lock()
 
@@ -123,8 +120,7 @@ def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
         ]
     )
     key_columns = [F.col(f"`{k}`") for k in aggregate.keys]
-    bucket = F.pmod(F.hash(*key_columns), F.lit(BUCKETS)) if key_columns else F.lit(0)
-    groups = per_row.withColumn(BUCKET, bucket.cast("int"))
+    groups = per_row.withColumn(BUCKET, bucket_of(key_columns))
     groups = groups.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=GroupTotals(
             len(keys),
@@ -184,7 +180,6 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
             joined,
             sides[number],
             names=names,
-            buckets=BUCKETS,
             until=until,
             in_time_order=True,
         )
@@ -226,7 +221,7 @@ def _multiset(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFr
     multiset = plan.maintenance.multiset
     assert multiset is not None
     inputs = [spark.sql(sql) for sql in multiset.inputs]
-    frame = multiset_changelog(multiset, inputs, buckets=BUCKETS, until=until)
+    frame = multiset_changelog(multiset, inputs, until=until)
     return _as_output(frame, _snapshot_schema(spark, plan))
 
 
@@ -319,7 +314,7 @@ def build_dataflow(
             if plan.temporal.staged:
                 assert plan.temporal.inner_sql is not None
                 inner = spark.sql(plan.temporal.inner_sql)
-                filtered = apply_bounds(inner, bounds, until, previous_until, buckets=BUCKETS)
+                filtered = apply_bounds(inner, bounds, until, previous_until)
                 filtered.createOrReplaceTempView(FILTERED)
             joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
             if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
@@ -334,7 +329,7 @@ def build_dataflow(
             else:
                 frame = spark.sql(plan.temporal.sql)
                 if bounds:
-                    frame = apply_bounds(frame, bounds, until, previous_until, buckets=BUCKETS)
+                    frame = apply_bounds(frame, bounds, until, previous_until)
         finally:
             for name in [*(s.name for s in sources), FILTERED]:
                 spark.catalog.dropTempView(name)

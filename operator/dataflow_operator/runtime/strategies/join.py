@@ -8,8 +8,8 @@ last step's is the relation :data:`~dataflow_operator.core.join.JOINED`):
 
 - both sides' updates become one stream: the side (0 left, 1 right), the join key as
   JSON (NULL when a key component is NULL: such rows match nothing), the row as JSON,
-  ``__time``, ``__diff``, grouped into :data:`~dataflow_operator.runtime.strategies.build.BUCKETS`
-  state keys by the key's hash, so that work is partitioned by key;
+  ``__time``, ``__diff``, grouped into
+  state keys by the key's hash (:mod:`.buckets`), so that work is partitioned by key;
 - :class:`~dataflow_operator.runtime.strategies.arrangement.ArrangedJoin` (a module of
   its own, light to import) keeps, per join key, each side's rows with their
   multiplicities (the *arrangement*, in a ``MapState`` laid out as :mod:`.join_rows`
@@ -41,6 +41,7 @@ from dataflow_operator.runtime.strategies.arrangement import (
     RIGHT_ROW,
     ArrangedJoin,
 )
+from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW, SIDE
 from dataflow_operator.runtime.strategies.packed_rows import PACKED_SCHEMA, pack
 
@@ -93,7 +94,6 @@ def joined_changelog(
     right: DataFrame,
     *,
     names: tuple[Sequence[str], Sequence[str]],
-    buckets: int,
     until: int | None,
     in_time_order: bool = False,
 ) -> DataFrame | None:
@@ -131,7 +131,7 @@ def joined_changelog(
         F.col(ROW),
         F.col(TIME),
         F.col(DIFF),
-        F.pmod(F.hash(*[F.col(n) for n in key_names]), F.lit(buckets)).cast("int").alias(BUCKET),
+        bucket_of([F.col(n) for n in key_names]).alias(BUCKET),
     )
     output = T.StructType(
         [

@@ -22,6 +22,7 @@ from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.core.multiset import MultisetPlan
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
+from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET, ROW, SIDE
 from dataflow_operator.runtime.strategies.join import JSON_OPTIONS
 from dataflow_operator.runtime.strategies.row_counts import RowCounts
@@ -30,7 +31,7 @@ __all__ = ["multiset_changelog"]
 
 
 def multiset_changelog(
-    plan: MultisetPlan, inputs: list[DataFrame], *, buckets: int, until: int | None
+    plan: MultisetPlan, inputs: list[DataFrame], *, until: int | None
 ) -> DataFrame:
     """The output changelog (the first input's column names, widened types, ``__time``,
     ``__diff``). Updates at or past ``until`` never enter the state."""
@@ -59,7 +60,7 @@ def multiset_changelog(
         row.alias(ROW),
         F.col(TIME),
         F.col(DIFF),
-        F.pmod(F.hash(row), F.lit(buckets)).cast("int").alias(BUCKET),
+        bucket_of([row]).alias(BUCKET),
     )
     output = T.StructType(
         [

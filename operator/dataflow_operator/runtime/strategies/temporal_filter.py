@@ -32,6 +32,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET
 from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
 
@@ -169,11 +170,9 @@ def apply_bounds(
     bounds: tuple[TemporalBound, ...],
     until: int | None,
     previous_until: int | None,
-    *,
-    buckets: int,
 ) -> DataFrame:
     """The temporal filter over a changelog carrying the bound columns, its state grouped
-    into ``buckets`` keys."""
+    into buckets (:mod:`.buckets`)."""
     lowers = [_bound_millis(frame, b) for b in bounds if b.kind == "lower"]
     uppers = [_bound_millis(frame, b) for b in bounds if b.kind == "upper"]
     bound_columns = sorted({b.column for b in bounds})
@@ -184,9 +183,7 @@ def apply_bounds(
         F.col(DIFF),
         _combine(lowers, F.greatest).alias(LOWER),
         _combine(uppers, F.least).alias(UPPER),
-        (F.pmod(F.hash(*[F.col(f"`{c}`") for c in data]), F.lit(buckets)) if data else F.lit(0))
-        .cast("int")
-        .alias(BUCKET),
+        bucket_of([F.col(f"`{c}`") for c in data]).alias(BUCKET),
     )
     output = T.StructType(
         [
