@@ -164,6 +164,44 @@ def test_compaction_consolidates_below_since_and_keeps_later_parts(tmp_path: Pat
     assert collection.size().rows == 3
 
 
+def test_a_growing_collection_rewrites_its_snapshot_once_it_has_grown_by_a_share(
+    tmp_path: Path,
+) -> None:
+    collection = IngestedCollection(Location.of(tmp_path / "ingested"))
+    collection.part(1, 0).write_parquet(_updates([(i, 10, 1) for i in range(4000)]))
+    collection.part(2, 0).write_parquet(_updates([(4000, 20, 1)]))
+    assert collection.compact(2, since=25, after=2)  # no snapshot yet: compacted
+    for seq in range(3, 5):  # inserts far smaller than the snapshot wait
+        collection.part(seq, 0).write_parquet(_updates([(seq * 10_000, 30, 1)]))
+    snapshot = collection.location.child("snapshot-000000000002.parquet")
+    assert not collection.compact(4, since=35, after=2)
+    assert collection.files(4)[0].name == snapshot.name
+    waiting = _updates([(i, 40, 1) for i in range(5000, 6000)])  # a share of it now
+    assert 4 * sum(f.size() for f in collection.files(4)[1:]) < snapshot.size()
+    collection.part(5, 0).write_parquet(waiting)
+    assert collection.compact(5, since=45, after=2)
+    assert [f.name for f in collection.files(5)] == ["snapshot-000000000005.parquet"]
+    everything = collection.read(5)
+    assert everything is not None and everything.num_rows == 4000 + 1 + 2 + 1000
+
+
+def test_many_small_parts_are_compacted_whatever_their_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataflow_operator.runtime import changelog_store
+
+    monkeypatch.setattr(changelog_store, "MAX_WAITING_PARTS", 3)
+    collection = IngestedCollection(Location.of(tmp_path / "ingested"))
+    collection.part(1, 0).write_parquet(_updates([(i, 10, 1) for i in range(4000)]))
+    collection.part(2, 0).write_parquet(_updates([(4000, 20, 1)]))
+    assert collection.compact(2, since=25, after=2)
+    for seq in range(3, 5):
+        collection.part(seq, 0).write_parquet(_updates([(seq * 10_000, 30, 1)]))
+    assert not collection.compact(4, since=35, after=2)
+    collection.part(5, 0).write_parquet(_updates([(50_000, 40, 1)]))
+    assert collection.compact(5, since=45, after=2)
+
+
 def test_an_interrupted_compaction_leaves_files_that_are_ignored(tmp_path: Path) -> None:
     collection = IngestedCollection(Location.of(tmp_path / "ingested"))
     collection.part(1, 0).write_parquet(_updates([(1, 10, 1)]))

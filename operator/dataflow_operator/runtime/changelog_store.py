@@ -73,6 +73,10 @@ class StoreUpper:
 PART_PREFIX = "part-"
 PART_SUFFIX = ".parquet"
 SNAPSHOT_PREFIX = "snapshot-"
+SNAPSHOT_SHARE = 4
+"""A snapshot is rewritten once what waits after it is at least this share of it."""
+MAX_WAITING_PARTS = 256
+"""Parts after a snapshot that are compacted whatever their size."""
 
 
 def part_name(batch: int, task: int | None = None) -> str:
@@ -161,6 +165,29 @@ class ChangelogStore:
             if batch is not None and max(after, base) < batch <= upto:
                 found.append((batch, self.location.child(name)))
         return sorted(found, key=lambda item: (item[0], item[1].uri))
+
+    def compaction_pays(self, upto: int) -> bool:
+        """Whether compacting up to batch ``upto`` is worth rewriting the snapshot: the
+        parts after it hold at least 1/:data:`SNAPSHOT_SHARE` of its bytes, or
+        :data:`MAX_WAITING_PARTS` of them wait.
+
+        So a store whose contents keep growing (inserts) rewrites its snapshot when it has
+        grown by a share of it, a bounded number of times per row, not at every compaction;
+        one whose contents stay small (updates that retract) compacts as soon as asked.
+        """
+        sizes = self.location.sizes()
+        base = max(
+            (b for name in sizes if (b := snapshot_batch(name)) is not None and b <= upto),
+            default=None,
+        )
+        waiting = [
+            size
+            for name, size in sizes.items()
+            if (b := part_batch(name)) is not None and b <= upto and (base is None or b > base)
+        ]
+        if base is None or len(waiting) >= MAX_WAITING_PARTS:
+            return True
+        return sum(waiting) * SNAPSHOT_SHARE >= sizes[_snapshot_name(base)]
 
     def compact(self, upto: int, since: int | None = None) -> bool:
         """Consolidate the parts up to batch ``upto`` into a snapshot at time ``since``

@@ -127,17 +127,24 @@ class Location:
 
         Hidden (``.``) and in-progress (``_``) names are left out.
         """
-        fs, path = self._fs()
         wanted = pafs.FileType.Directory if directories else pafs.FileType.File
+        return sorted(info.base_name for info in self._listed() if info.type == wanted)
+
+    def sizes(self) -> dict[str, int]:
+        """The bytes of each file directly below, by name (one listing, as :meth:`list`)."""
+        return {
+            info.base_name: int(info.size or 0)
+            for info in self._listed()
+            if info.type == pafs.FileType.File
+        }
+
+    def _listed(self) -> list[pafs.FileInfo]:
+        fs, path = self._fs()
         try:
             infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         except (NotADirectoryError, FileNotFoundError):
             return []
-        return sorted(
-            info.base_name
-            for info in infos
-            if info.type == wanted and not info.base_name.startswith((".", "_"))
-        )
+        return [info for info in infos if not info.base_name.startswith((".", "_"))]
 
     def read_bytes(self) -> bytes:
         """The file's content."""

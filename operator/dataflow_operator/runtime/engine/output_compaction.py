@@ -3,7 +3,9 @@
 A runtime-owned output changelog (not a MaterializedView's ``sink.path``, which is the
 user's) keeps its last :data:`KEEP_BATCHES` batches as they were written; those before
 become one consolidated snapshot, never past what a downstream dataflow reading the
-changelog has committed (:func:`downstream_positions`).
+changelog has committed (:func:`downstream_positions`), and only once rewriting the
+snapshot pays (:meth:`ChangelogStore.compaction_pays`: an output that keeps growing
+rewrites it when it has grown by a share of it).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def compact_output(
     upto = min([recorded.batch - keep, *downstream])
     files = store.parts(-1, upto)
     base = files[0][0] if files and files[0][1].name.startswith("snapshot-") else -1
-    if upto - base < COMPACT_EVERY or len(files) < 2:
+    if upto - base < COMPACT_EVERY or len(files) < 2 or not store.compaction_pays(upto):
         return None
     return upto if store.compact(upto) else None
 

@@ -17,7 +17,10 @@ to there, and the upstream only after it: files released before are never needed
 
 Below ``since`` the collection is **consolidated** into ``snapshot-<seq>.parquet``
 (:meth:`ChangelogStore.compact`): times advanced to ``since``, equal updates merged, those
-that cancel removed. Its size follows the live contents, not the history.
+that cancel removed. Its size follows the live contents, not the history; the snapshot is
+rewritten only once what waits after it is a share of it
+(:meth:`ChangelogStore.compaction_pays`), so a collection that only grows (a table) is
+rewritten a bounded number of times per row, not whole at every compaction.
 """
 
 from __future__ import annotations
@@ -102,13 +105,16 @@ class IngestedCollection:
 
     def compact(self, upto: int, since: int, *, after: int = COMPACT_AFTER) -> bool:
         """Consolidate everything below offset ``upto`` at time ``since``, once at least
-        ``after`` parts wait; True when it did.
+        ``after`` parts wait and rewriting the snapshot pays
+        (:meth:`ChangelogStore.compaction_pays`); True when it did.
 
         ``upto`` must be committed (its parts durable) and ``since`` at or below every
         later watermark (the time of the batch that ended at ``upto``, or earlier).
         """
         waiting = [f for f in self.files(upto) if part_batch(f.name) is not None]
-        return len(waiting) >= after and self.store.compact(upto, since)
+        if len(waiting) < after or not self.store.compaction_pays(upto):
+            return False
+        return self.store.compact(upto, since)
 
     def size(self) -> IngestedSize:
         """Rows and bytes of the collection's files (snapshots and parts alike)."""
