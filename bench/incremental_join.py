@@ -40,9 +40,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.time import parse_timestamp
+
+if TYPE_CHECKING:
+    from dataflow_operator.runtime.engine.engine import Engine
 
 T = parse_timestamp("2026-01-01T00:00:00Z")
 JOINED = "SELECT f.id, f.amount, d.name FROM facts f JOIN dims d ON f.dim = d.id"
@@ -79,6 +83,14 @@ def _facts(first: int, count: int, dims: int, at: int, rng: random.Random) -> li
         + "\n"
         for i in range(first, first + count)
     ]
+
+
+def _progress(at: int) -> list[str]:
+    """A dimension changelog file that changes nothing but says the dimension is complete
+    up to ``at``: a row inserted and deleted at ``at`` (a changelog source's upper is its
+    newest time + 1, and the join's output waits for every input's upper)."""
+    row = {"id": -1, "name": "none", "time": at}
+    return [json.dumps(row | {"diff": diff}) + "\n" for diff in (1, -1)]
 
 
 def _arguments() -> argparse.Namespace:
@@ -151,14 +163,25 @@ def _measure(args: argparse.Namespace, work: Path) -> tuple[float, float, list[f
             first = args.facts + (batch - 1) * args.trickle
             rows = _facts(first, args.trickle, args.dims, 1 + batch, rng)
             _write(facts / f"{batch:04d}.json", rows)
+            _write(work / "dims" / f"{batch:04d}.json", _progress(1 + batch))
             started = time.monotonic()
             engine.step(T + batch)
             durations.append(time.monotonic() - started)
+        _check_output(engine, args, args.facts + args.batches * args.trickle)
         report = engine.report().dataflows[0]
         return install, hydration, durations, report.state_rows, report.state_bytes
     finally:
         engine.close()
         spark.stop()
+
+
+def _check_output(engine: Engine, args: argparse.Namespace, facts: int) -> None:
+    """Every fact reached the output (the figures measure the whole join, not input that
+    waits for an upper)."""
+    rows = engine.peek("joined").rows
+    joined = sum(row[-1] for row in rows) if args.rows else sum(row[1] for row in rows)
+    if joined != facts:
+        raise SystemExit(f"the output holds {joined:,} of the {facts:,} facts")
 
 
 def _table_spec(work: Path) -> DataflowSpec:
