@@ -138,13 +138,13 @@ class Location:
             if info.type == pafs.FileType.File
         }
 
-    def _listed(self) -> list[pafs.FileInfo]:
+    def _listed(self) -> tuple[pafs.FileInfo, ...]:
         fs, path = self._fs()
         try:
             infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         except (NotADirectoryError, FileNotFoundError):
-            return []
-        return [info for info in infos if not info.base_name.startswith((".", "_"))]
+            return ()
+        return tuple(info for info in infos if not info.base_name.startswith((".", "_")))
 
     def read_bytes(self) -> bytes:
         """The file's content."""
