@@ -7,7 +7,7 @@ import os
 import pytest
 
 from dataflow_operator.runtime.engine.partitions import master_cores, state_partitions
-from dataflow_operator.runtime.strategies.build import BUCKETS
+from dataflow_operator.runtime.strategies.buckets import BUCKETS
 
 K8S = "k8s://https://kubernetes.default.svc"
 
