@@ -74,7 +74,7 @@ PART_PREFIX = "part-"
 PART_SUFFIX = ".parquet"
 SNAPSHOT_PREFIX = "snapshot-"
 SNAPSHOT_SHARE = 4
-"""A snapshot is rewritten once what waits after it is at least this share of it."""
+"""A snapshot is rewritten once what waits after it is at least 1/this of its bytes."""
 MAX_WAITING_PARTS = 256
 """Parts after a snapshot that are compacted whatever their size."""
 
@@ -171,9 +171,10 @@ class ChangelogStore:
         parts after it hold at least 1/:data:`SNAPSHOT_SHARE` of its bytes, or
         :data:`MAX_WAITING_PARTS` of them wait.
 
-        So a store whose contents keep growing (inserts) rewrites its snapshot when it has
-        grown by a share of it, a bounded number of times per row, not at every compaction;
-        one whose contents stay small (updates that retract) compacts as soon as asked.
+        So a store whose contents keep growing (inserts) rewrites its snapshot only when it
+        has grown by a quarter: its rewrites add up to about five times its size, not its
+        size at every compaction. One whose contents stay small (updates that retract)
+        compacts as soon as asked.
         """
         sizes = self.location.sizes()
         base = max(

@@ -20,7 +20,7 @@ Below ``since`` the collection is **consolidated** into ``snapshot-<seq>.parquet
 that cancel removed. Its size follows the live contents, not the history; the snapshot is
 rewritten only once what waits after it is a share of it
 (:meth:`ChangelogStore.compaction_pays`), so a collection that only grows (a table) is
-rewritten a bounded number of times per row, not whole at every compaction.
+not rewritten whole at every compaction: its rewrites add up to about five times its size.
 """
 
 from __future__ import annotations
