@@ -39,6 +39,17 @@ def test_values_are_read_by_spark_type() -> None:
     assert convert_row({"A": 1}, [("a", "int"), ("b", "string")]) == (1, None)
 
 
+def test_an_integer_outside_its_type_s_range_is_a_bad_value_naming_the_column() -> None:
+    assert convert(2**63 - 1, "bigint") == 2**63 - 1
+    assert convert(-(2**31), "int") == -(2**31)
+    with pytest.raises(BadValue, match=r"column n: cannot read 9\.223372036854776e\+18 as bigint"):
+        convert_row({"n": 2.0**63}, [("n", "bigint")])  # JSON's 9.223372036854776e18
+    with pytest.raises(BadValue, match="out of range for integer"):
+        convert(2**31, "integer")
+    with pytest.raises(BadValue, match="out of range for tinyint"):
+        convert(-129, "tinyint")
+
+
 def _json_lines(text: str) -> list[dict[str, object]]:
     return list(iter_json_lines(text.splitlines(keepends=True), "f"))
 

@@ -21,7 +21,16 @@ __all__ = [
     "iter_json_lines",
 ]
 
-_INTEGRAL = {"byte", "short", "integer", "long", "tinyint", "smallint", "int", "bigint"}
+_INTEGRAL_BITS = {
+    "byte": 8,
+    "tinyint": 8,
+    "short": 16,
+    "smallint": 16,
+    "integer": 32,
+    "int": 32,
+    "long": 64,
+    "bigint": 64,
+}
 _FLOATING = {"float", "double", "real"}
 
 
@@ -51,10 +60,14 @@ def convert(value: Any, data_type: Any) -> Any:
         return None
     name = _type_name(data_type)
     try:
-        if name in _INTEGRAL:
+        if name in _INTEGRAL_BITS:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise BadValue(f"expected an integer, got {value!r}")
-            return int(value)
+            number = int(value)
+            bound = 2 ** (_INTEGRAL_BITS[name] - 1)
+            if not -bound <= number < bound:
+                raise BadValue(f"{value!r} is out of range for {name}")
+            return number
         if name in _FLOATING:
             return float(value)
         if name.startswith("decimal"):
