@@ -166,10 +166,10 @@ class ChangelogStore:
                 found.append((batch, self.location.child(name)))
         return sorted(found, key=lambda item: (item[0], item[1].uri))
 
-    def compaction_pays(self, upto: int) -> bool:
-        """Whether compacting up to batch ``upto`` is worth rewriting the snapshot: the
-        parts after it hold at least 1/:data:`SNAPSHOT_SHARE` of its bytes, or
-        :data:`MAX_WAITING_PARTS` of them wait.
+    def compaction_pays(self, upto: int, *, parts: int = 1) -> bool:
+        """Whether compacting up to batch ``upto`` is worth rewriting the snapshot: at
+        least ``parts`` parts wait after it, and they hold at least 1/:data:`SNAPSHOT_SHARE`
+        of its bytes, or :data:`MAX_WAITING_PARTS` of them wait (one listing).
 
         So a store whose contents keep growing (inserts) rewrites its snapshot only when it
         has grown by a quarter: its rewrites add up to about five times its size, not its
@@ -186,6 +186,8 @@ class ChangelogStore:
             for name, size in sizes.items()
             if (b := part_batch(name)) is not None and b <= upto and (base is None or b > base)
         ]
+        if len(waiting) < parts:
+            return False
         if base is None or len(waiting) >= MAX_WAITING_PARTS:
             return True
         return sum(waiting) * SNAPSHOT_SHARE >= sizes[_snapshot_name(base)]

@@ -111,10 +111,7 @@ class IngestedCollection:
         ``upto`` must be committed (its parts durable) and ``since`` at or below every
         later watermark (the time of the batch that ended at ``upto``, or earlier).
         """
-        waiting = [f for f in self.files(upto) if part_batch(f.name) is not None]
-        if len(waiting) < after or not self.store.compaction_pays(upto):
-            return False
-        return self.store.compact(upto, since)
+        return self.store.compaction_pays(upto, parts=after) and self.store.compact(upto, since)
 
     def size(self) -> IngestedSize:
         """Rows and bytes of the collection's files (snapshots and parts alike)."""
