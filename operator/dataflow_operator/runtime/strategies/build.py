@@ -48,6 +48,7 @@ from dataflow_operator.runtime.strategies.columns import BUCKET
 from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
+from dataflow_operator.runtime.strategies.partial_sums import PartialSums, sums_exactly
 from dataflow_operator.runtime.strategies.temporal_filter import apply_bounds
 
 __all__ = [
@@ -119,6 +120,14 @@ def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
             T.StructField(DIFF, T.LongType()),
         ]
     )
+    valued = [name for name, kind in zip(aggregate.sums, kinds, strict=True) if kind != "sum"]
+    added = [name for name, kind in zip(aggregate.sums, kinds, strict=True) if kind == "sum"]
+    grouped = (*aggregate.keys, TIME, *valued)
+    summed = (*added, COUNT)
+    if sums_exactly(
+        [per_row.schema[n].dataType for n in grouped], [per_row.schema[n].dataType for n in summed]
+    ):
+        per_row = per_row.mapInArrow(PartialSums(grouped, summed), per_row.schema)
     key_columns = [F.col(f"`{k}`") for k in aggregate.keys]
     groups = per_row.withColumn(BUCKET, bucket_of(key_columns))
     groups = groups.groupBy(BUCKET).transformWithStateInPandas(
