@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
@@ -23,11 +24,13 @@ from dataflow_operator.runtime.strategies.join_rows import (
     INLINE_ROWS,
     META,
     History,
+    StateKey,
     StoredSide,
     add_row,
     compact,
     dump_meta,
     load_meta,
+    merged,
     totals,
 )
 from dataflow_operator.runtime.strategies.packed_rows import unpacked
@@ -50,8 +53,17 @@ Joined = tuple[str | None, str | None, int, int]
 Update = tuple[int, str, int, int]
 """One input update of a join key: side, row JSON, time, diff."""
 
-StateKey = tuple[str, int, int]
-"""A key of the arrangement's state: join key JSON, side, number (:mod:`.join_rows`)."""
+
+@dataclass(frozen=True, slots=True)
+class _Reads:
+    """What one join key's updates need of the state besides its meta."""
+
+    whole: frozenset[int]
+    """The sides in fragments read whole."""
+    reads: list[StateKey]
+    """The fragments to read: those of the ``whole`` sides, and those a full tail takes in."""
+    merged_from: tuple[int, int]
+    """Per side, the first fragment a new fragment takes in (one past the last: none)."""
 
 
 class ArrangedJoin(StatefulProcessor):
@@ -140,7 +152,7 @@ class ArrangedJoin(StatefulProcessor):
 
     def _apply_keyed(self, keyed: pd.DataFrame, watermark: int, out: list[Joined]) -> None:
         """Apply the updates that have a join key, :data:`KEYS_AT_ONCE` keys at a time: their
-        metas read, then the sides they need whole (:mod:`.join_rows`), then what changed
+        metas read, then the fragments they need (:mod:`.join_rows`), then what changed
         written, many calls per round trip to the JVM (:mod:`.state_calls`)."""
         per_key = _per_key(keyed)
         # No reads at all when the bucket holds nothing yet (a hydration).
@@ -153,25 +165,21 @@ class ArrangedJoin(StatefulProcessor):
                 else [None] * len(some)
             )
             stored = [load_meta(meta) for meta in metas]
-            reads = [
-                self._sides_to_read(sides, updates)
-                for sides, (_, updates) in zip(stored, some, strict=True)
+            plans = [
+                self._plan(join_key, sides, updates)
+                for (join_key, updates), sides in zip(some, stored, strict=True)
             ]
-            wanted = [
-                key
-                for (join_key, _), sides, read in zip(some, stored, reads, strict=True)
-                for side in read
-                for key in sides[side].fragment_keys(join_key, side)
-            ]
-            fragments = iter(get_values(self.arrangement, wanted) if wanted else [])
+            wanted = [key for plan in plans for key in plan.reads]
+            values = get_values(self.arrangement, wanted) if wanted else []
+            fetched = dict(zip(wanted, values, strict=True))
             writes: list[tuple[StateKey, tuple[bytes]]] = []
             removals: list[StateKey] = []
-            for (join_key, updates), meta, sides, read in zip(
-                some, metas, stored, reads, strict=True
+            for (join_key, updates), meta, sides, plan in zip(
+                some, metas, stored, plans, strict=True
             ):
                 rows = (
-                    sides[0].rows(fragments if 0 in read else None),
-                    sides[1].rows(fragments if 1 in read else None),
+                    sides[0].rows(join_key, 0, fetched if 0 in plan.whole else None),
+                    sides[1].rows(join_key, 1, fetched if 1 in plan.whole else None),
                 )
                 self._apply_key(rows, updates, watermark, out)
                 changed = {side for side, *_ in updates}
@@ -182,7 +190,9 @@ class ArrangedJoin(StatefulProcessor):
                         sides[side],
                         rows[side],
                         changed=side in changed,
-                        read=side in read,
+                        read=side in plan.whole,
+                        merged_from=plan.merged_from[side],
+                        fetched=fetched,
                         watermark=watermark,
                     )
                     after.append(stored_side)
@@ -195,22 +205,34 @@ class ArrangedJoin(StatefulProcessor):
             update_values(self.arrangement, writes)
             remove_keys(self.arrangement, removals)
 
-    def _sides_to_read(
-        self, sides: tuple[StoredSide, StoredSide], updates: list[Update]
-    ) -> set[int]:
-        """The sides in fragments a key's ``updates`` need whole (see :mod:`.join_rows`)."""
+    def _plan(
+        self, join_key: str, sides: tuple[StoredSide, StoredSide], updates: list[Update]
+    ) -> _Reads:
+        """What a key's ``updates`` need read: sides in fragments whole (see
+        :mod:`.join_rows`), or the newest fragments a side's full tail takes in."""
         changed = {side for side, *_ in updates}
         retracting = {side for side, _, _, diff in updates if diff < 0}
-        return {
+        whole = {
             side
             for side in (0, 1)
             if sides[side].inline is None
             and (
                 1 - side in changed
                 or side in retracting
-                or sides[side].fragments >= self.fragment_limit
+                or len(sides[side].sizes) >= self.fragment_limit
             )
         }
+        reads = [key for side in sorted(whole) for key in sides[side].fragment_keys(join_key, side)]
+        merged_from = [len(sides[side].sizes) + 1 for side in (0, 1)]
+        for side in changed - whole:
+            stored = sides[side]
+            if stored.inline is not None:
+                continue
+            tail = set(stored.tail).union(row for s, row, _, _ in updates if s == side)
+            if len(tail) > self.inline_rows:  # the tail becomes a fragment
+                merged_from[side] = stored.merged_from(len(tail))
+                reads += stored.fragment_keys(join_key, side, merged_from[side])
+        return _Reads(frozenset(whole), reads, (merged_from[0], merged_from[1]))
 
     def _store(
         self,
@@ -220,14 +242,17 @@ class ArrangedJoin(StatefulProcessor):
         *,
         changed: bool,
         read: bool,
+        merged_from: int,
+        fetched: dict[StateKey, Any],
         watermark: int,
     ) -> tuple[StoredSide, list[tuple[StateKey, tuple[bytes]]], list[StateKey]]:
         """Store one side's ``rows`` as they are after the batch: what the meta says of the
         side then, the state's writes and removals.
 
         Rows not read (``before`` in fragments, ``read`` false) are the stand-in and this
-        batch's rows: the latter join the side's tail, which becomes one more fragment once
-        it has more than :attr:`inline_rows` rows."""
+        batch's rows: the latter join the side's tail, which becomes a fragment once it has
+        more than :attr:`inline_rows` rows, taking in the fragments from number
+        ``merged_from`` on (read into ``fetched``)."""
         join_key, side = key_side
         if before.inline is None and not read:
             tail = before.tail
@@ -236,18 +261,22 @@ class ArrangedJoin(StatefulProcessor):
                     for time, diff in times.items():
                         add_row(tail, row, time, diff)
             compact(tail, watermark)
-            after = StoredSide(None, before.fragments, totals(rows, watermark), tail)
+            after = StoredSide(None, before.sizes, totals(rows, watermark), tail)
             if len(tail) <= self.inline_rows:
                 return after, [], []
-            after.fragments += 1
+            taken = before.fragment_keys(join_key, side, merged_from)
+            fragment = merged([fetched[key] for key in taken], tail)
+            compact(fragment, watermark)
+            after.sizes = (*before.sizes[: merged_from - 1], len(fragment))
             after.tail = {}
-            return after, [((join_key, side, after.fragments), (pickle.dumps(tail),))], []
+            write = ((join_key, side, merged_from), (pickle.dumps(fragment),))
+            return after, [write], taken[1:]
         if len(rows) <= self.inline_rows:
             return StoredSide(rows), [], before.fragment_keys(join_key, side)
-        if changed or before.fragments != 1:
+        if changed or len(before.sizes) != 1:
             write = ((join_key, side, 1), (pickle.dumps(rows),))
-            stale = [(join_key, side, n) for n in range(2, before.fragments + 1)]
-            return StoredSide(None, 1, totals(rows, watermark)), [write], stale
+            stale = before.fragment_keys(join_key, side, 2)
+            return StoredSide(None, (len(rows),), totals(rows, watermark)), [write], stale
         return before, [], []
 
     def _apply_key(

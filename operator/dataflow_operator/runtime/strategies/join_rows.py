@@ -5,18 +5,24 @@ number):
 
 - ``(key, -1, 0)``, the key's *meta*: per side, either the side's rows themselves
   (*inline*: a side of at most :data:`INLINE_ROWS` rows, such as a dimension's one row)
-  or, for a side with more, how many fragments hold them, the rows added since the last
-  fragment (its *tail*, at most :data:`INLINE_ROWS` rows) and its total multiplicity per
-  time (:class:`StoredSide`);
+  or, for a side with more, the row counts of the fragments holding them, the rows
+  added since the last fragment (its *tail*, at most :data:`INLINE_ROWS` rows) and its
+  total multiplicity per time (:class:`StoredSide`);
 - ``(key, side, 1…n)``: a side's rows in *fragments*, each a :data:`History`; the side's
   rows are their sum and the tail's.
 
 A batch that only inserts into a side held in fragments adds its rows to the tail
-without reading the fragments (a full tail becomes one more fragment): it reads the
-meta, which holds the other side if that side is small (a dimension's row), and the
-other side's fragments otherwise, whose rows the new ones join with. So an insert costs
-what the other side holds for its key, not what its own side holds (the many facts of
-that dimension): the cost of a batch follows what changed, not the history. A side is
+without reading the fragments: it reads the meta, which holds the other side if that
+side is small (a dimension's row), and the other side's fragments otherwise, whose rows
+the new ones join with. So an insert costs what the other side holds for its key, not
+what its own side holds (the many facts of that dimension): the cost of a batch follows
+what changed, not the history. A full tail becomes a fragment, merged with the newest
+fragments while they are not :data:`MERGE_RATIO` times larger (the meta keeps each
+fragment's row count, so the batch knows which to read): fragments shrink geometrically
+from the oldest to the newest, a side of n rows has about log2(n / 16) of them, and a row
+is rewritten about that many times in its life. (Merged only when full, every
+:data:`FRAGMENT_LIMIT` fragments, a row was rewritten once per 16 fragments added: a
+cost that grew with the side, all keys at once in the batch that filled them.) A side is
 read whole, and written back as one fragment or inline, when the other side changes (its
 rows join the change), when a batch retracts from it (so that a side whose rows are all
 retracted leaves nothing behind), and when it has :data:`FRAGMENT_LIMIT` fragments.
@@ -30,13 +36,15 @@ null-extended rows), and the join's algebra runs on it unchanged.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "ALL_ROWS",
     "FRAGMENT_LIMIT",
     "INLINE_ROWS",
+    "MERGE_RATIO",
     "META",
     "History",
     "StoredSide",
@@ -59,11 +67,19 @@ still to come is at a later time, so they are all "before" it alike.
 META = -1
 """The side number of a key's meta entry."""
 
+StateKey = tuple[str, int, int]
+"""A key of the arrangement's state: join key JSON, side (:data:`META` for the meta),
+number."""
+
 INLINE_ROWS = 16
 """A side with at most this many rows for a key is kept in the key's meta."""
 
 FRAGMENT_LIMIT = 16
 """A side with this many fragments is read whole and written back as one."""
+
+MERGE_RATIO = 2
+"""A new fragment takes in the side's newest fragments while each holds fewer than this
+many times the rows taken in so far."""
 
 ALL_ROWS = ""
 """The row that stands in for a side's rows while they are not read (no row's JSON is
@@ -72,12 +88,12 @@ empty: a row is a JSON object)."""
 
 @dataclass(slots=True)
 class StoredSide:
-    """What a key's meta says of one side: its rows (``inline``), or ``fragments`` of
-    them, the rows added since the last one (``tail``) and their ``totals``
-    (multiplicity per time)."""
+    """What a key's meta says of one side: its rows (``inline``), or fragments of them
+    (``sizes``: each one's row count, the oldest first), the rows added since the last
+    one (``tail``) and their ``totals`` (multiplicity per time)."""
 
     inline: History | None = field(default_factory=dict)
-    fragments: int = 0
+    sizes: tuple[int, ...] = ()
     totals: dict[int, int] = field(default_factory=dict)
     tail: History = field(default_factory=dict)
 
@@ -86,18 +102,28 @@ class StoredSide:
         """Whether the side has no rows for the key."""
         return self.inline == {}
 
-    def fragment_keys(self, join_key: str, side: int) -> list[tuple[str, int, int]]:
-        """The state keys of the side's fragments."""
-        return [(join_key, side, n) for n in range(1, self.fragments + 1)]
+    def fragment_keys(self, join_key: str, side: int, first: int = 1) -> list[StateKey]:
+        """The state keys of the side's fragments, from number ``first`` on."""
+        return [(join_key, side, n) for n in range(first, len(self.sizes) + 1)]
 
-    def rows(self, fragments: Iterator[tuple[bytes] | None] | None) -> History:
-        """The side's rows: inline, or the next of ``fragments`` (its own, read in order)
-        and the tail merged, or when not read (``None``) the stand-in: one row with the
-        side's totals (see :data:`ALL_ROWS`)."""
+    def merged_from(self, rows: int) -> int:
+        """The number of the first fragment a new one of ``rows`` rows takes in (one past
+        the last: none), by :data:`MERGE_RATIO`."""
+        first = len(self.sizes)
+        while first > 0 and self.sizes[first - 1] < MERGE_RATIO * rows:
+            rows += self.sizes[first - 1]
+            first -= 1
+        return first + 1
+
+    def rows(self, join_key: str, side: int, fetched: Mapping[StateKey, Any] | None) -> History:
+        """The side's rows: inline, or its fragments (from ``fetched``, the state's values
+        read by key) and the tail merged, or when not read (``None``) the stand-in: one
+        row with the side's totals (see :data:`ALL_ROWS`)."""
         if self.inline is not None:
             return self.inline
-        if fragments is not None:
-            return merged([next(fragments) for _ in range(self.fragments)], self.tail)
+        if fetched is not None:
+            keys = self.fragment_keys(join_key, side)
+            return merged([fetched[key] for key in keys], self.tail)
         return {ALL_ROWS: dict(self.totals)} if self.totals else {}
 
 
@@ -111,7 +137,7 @@ def load_meta(value: tuple[bytes] | None) -> tuple[StoredSide, StoredSide]:
 
 def dump_meta(sides: tuple[StoredSide, StoredSide]) -> tuple[bytes]:
     """A key's meta to store (plain tuples: nothing to import to read it back)."""
-    return (pickle.dumps(tuple((s.inline, s.fragments, s.totals, s.tail) for s in sides)),)
+    return (pickle.dumps(tuple((s.inline, s.sizes, s.totals, s.tail) for s in sides)),)
 
 
 def merged(fragments: list[tuple[bytes] | None], tail: History) -> History:
