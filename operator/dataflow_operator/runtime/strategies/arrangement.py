@@ -228,6 +228,8 @@ class ArrangedJoin(StatefulProcessor):
             stored = sides[side]
             if stored.inline is not None:
                 continue
+            # The tail :meth:`_store` will hold: a side not read whole only gains rows (a
+            # retraction reads it whole), so its stored tail's rows and this batch's.
             tail = set(stored.tail).union(row for s, row, _, _ in updates if s == side)
             if len(tail) > self.inline_rows:  # the tail becomes a fragment
                 merged_from[side] = stored.merged_from(len(tail))
