@@ -3,19 +3,54 @@
 from __future__ import annotations
 
 import pandas as pd
-from tests.runtime.test_join_state import FakeHandle
+from tests.runtime.test_join_state import FakeHandle, FakeTimerValues
 
 from dataflow_operator.runtime.strategies.aggregate import GroupTotals
 
 
-def _transitions(totals: GroupTotals, rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
-    # keys…, __time, sums…, __count, __bucket — as Spark hands them to pandas
-    frames = list(totals.handleInputRows((0,), iter([pd.DataFrame(rows)]), None))
+def _rows(frames: list[pd.DataFrame]) -> list[tuple[object, ...]]:
     return [
         tuple(None if pd.isna(v) else v for v in r)
         for f in frames
         for r in f.itertuples(index=False)
     ]
+
+
+def _transitions(
+    totals: GroupTotals, rows: list[tuple[object, ...]], watermark: int = 0
+) -> list[tuple[object, ...]]:
+    # keys…, __time, sums…, __count, __bucket — as Spark hands them to pandas
+    frames = totals.handleInputRows((0,), iter([pd.DataFrame(rows)]), FakeTimerValues(watermark))
+    return _rows(list(frames))
+
+
+class TimedHandle(FakeHandle):
+    """A state handle that records the event-time timers registered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timers: set[int] = set()
+
+    def registerTimer(self, time: int) -> None:
+        self.timers.add(time)
+
+
+class Expired:
+    def __init__(self, time: int) -> None:
+        self.time = time
+
+    def getExpiryTimeInMs(self) -> int:
+        return self.time
+
+
+def _fire(totals: GroupTotals, handle: TimedHandle, watermark: int) -> list[tuple[object, ...]]:
+    """The transitions of the timers the watermark passes, in time order (as Spark fires)."""
+    due = sorted(t for t in handle.timers if t <= watermark)
+    handle.timers -= set(due)
+    timer_values = FakeTimerValues(watermark)
+    return _rows(
+        [f for t in due for f in totals.handleExpiredTimer((0,), timer_values, Expired(t))]
+    )
 
 
 def test_an_integer_group_is_one_group_whether_or_not_its_batch_has_a_null() -> None:
@@ -56,3 +91,26 @@ def test_count_distinct_counts_the_values_present() -> None:
     # One "x" of two goes: still two values; then the "y" goes: one.
     assert _transitions(totals, [("a", 2, "x", -1, 0)]) == [("a", 2, 4, 2, -1), ("a", 2, 3, 2, 1)]
     assert _transitions(totals, [("a", 3, "y", -1, 0)]) == [("a", 2, 3, 3, -1), ("a", 1, 2, 3, 1)]
+
+
+def test_in_time_order_a_time_is_applied_once_the_watermark_reaches_it() -> None:
+    # Over a join: updates come as soon as they are known, an earlier time after a later.
+    # columns: key, __time, sum(x), __count
+    handle = TimedHandle()
+    totals = GroupTotals(keys=1, sums=1, in_time_order=True)
+    totals.init(handle)
+    # Complete through 4: time 3 applies at once, time 7 waits.
+    assert _transitions(totals, [("a", 3, 1, 1, 0), ("a", 7, 10, 1, 0)], watermark=4) == [
+        ("a", 1, 1, 3, 1)
+    ]
+    assert handle.timers == {7}
+    # Then time 6 arrives, after 7; the watermark reaches 7: 6 applies first, then 7.
+    assert _transitions(totals, [("a", 6, 100, 1, 0)], watermark=5) == []
+    assert _fire(totals, handle, watermark=7) == [
+        ("a", 1, 1, 6, -1),
+        ("a", 101, 2, 6, 1),
+        ("a", 101, 2, 7, -1),
+        ("a", 111, 3, 7, 1),
+    ]
+    assert handle.timers == set()
+    assert _fire(totals, handle, watermark=9) == []

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
+from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,6 +45,13 @@ class GroupTotals(StatefulProcessor):
     over as floats when the batch has a NULL in it (``1.0``, ``NaN``), and a group must
     be the same state key in every batch (``1``; ``None`` for NULL).
 
+    With ``in_time_order`` (over a join, whose updates come as soon as they are known,
+    not in time order from one batch to the next: :mod:`.join`) the rows of a time the
+    inputs are not complete through yet are held (:class:`~.held.HeldUpdates`) until the
+    watermark reaches it, so that a group's totals change in time order. They are held
+    here, after the partial sums (:mod:`.partial_sums`), rather than as the join's
+    output: a row per group, time and task instead of every joined row.
+
     Spark's pre-init runner unpickles it in a new Python process for every query start,
     to call :meth:`init` only: pandas is imported where rows are handled, not at the
     module's top (0.3 s of the runner's life, in the first batch's planning).
@@ -55,8 +63,11 @@ class GroupTotals(StatefulProcessor):
         sums: int,
         integral_keys: tuple[bool, ...] = (),
         kinds: tuple[str, ...] = (),
+        *,
+        in_time_order: bool = False,
     ) -> None:
         self.keys = keys
+        self.in_time_order = in_time_order
         self.sums = sums
         self.integral_keys = integral_keys or (False,) * keys
         self.kinds = (*(kinds or ("sum",) * sums), "sum")  # the last total is __count
@@ -72,8 +83,10 @@ class GroupTotals(StatefulProcessor):
         )
 
     def init(self, handle: Any) -> None:
-        """Declare the state: totals by group."""
+        """Declare the state: totals by group; with ``in_time_order``, the held rows."""
         self.totals = ChunkedMap(handle, "totals")
+        if self.in_time_order:
+            self.pending = HeldUpdates(handle)
 
     def handleInputRows(  # noqa: N802 - Spark's name
         self,
@@ -81,27 +94,64 @@ class GroupTotals(StatefulProcessor):
         rows: Iterator[pd.DataFrame],
         timerValues: Any,  # noqa: N803 - Spark passes these by name
     ) -> Iterator[pd.DataFrame]:
-        """Apply each group's partial rows in time order, emitting the transitions."""
+        """Apply each group's partial rows in time order, emitting the transitions (with
+        ``in_time_order``, those of times the inputs are complete through; the others are
+        held until the watermark reaches them)."""
         import pandas as pd  # here, not at the top: see the class docstring
 
         frames = [frame for frame in rows if not frame.empty]
         if not frames:
             return
         frame = pd.concat(frames, ignore_index=True)
-        k, m = self.keys, self.sums
-        values = frame.iloc[:, : k + 1 + m + 1]
+        width = self.keys + 1 + self.sums + 1
+        partials = list(frame.iloc[:, :width].itertuples(index=False, name=None))
+        if self.in_time_order:
+            partials = self._held_back(partials, complete_through(timerValues))
+        yield from self._applied(partials)
+
+    def handleExpiredTimer(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
+        expiredTimerInfo: Any,  # noqa: N803
+    ) -> Iterator[pd.DataFrame]:
+        """The watermark reached a held time: apply its partial rows."""
+        yield from self._applied(self.pending.take(int(expiredTimerInfo.getExpiryTimeInMs())))
+
+    def _held_back(self, partials: list[tuple[Any, ...]], complete: int) -> list[tuple[Any, ...]]:
+        """``partials`` at times through ``complete``; the later ones held until then."""
+        later: dict[int, list[tuple[Any, ...]]] = {}
+        now: list[tuple[Any, ...]] = []
+        for row in partials:
+            time = int(row[self.keys])
+            if time > complete:
+                later.setdefault(time, []).append(row)
+            else:
+                now.append(row)
+        for time, held in later.items():
+            self.pending.hold(time, held)
+        return now
+
+    def _applied(self, partials: list[tuple[Any, ...]]) -> Iterator[pd.DataFrame]:
+        """Apply ``partials`` (``keys…, __time, sums…, __count`` each) to the totals;
+        the transitions, per group in time order."""
+        import pandas as pd  # here, not at the top: see the class docstring
+
+        if not partials:
+            return
+        k = self.keys
         # By the group's pickled form: equal groups are equal bytes (a float NaN is not
         # equal to itself, so tuples holding one never match as dictionary keys).
-        partials: dict[bytes, dict[int, list[Any]]] = {}
-        for row in values.itertuples(index=False, name=None):
+        per_group: dict[bytes, dict[int, list[Any]]] = {}
+        for row in partials:
             group, time = self._group(row[:k]), int(row[k])
             amounts = self._amounts(row[k + 1 :], pd.isna)
-            per_time = partials.setdefault(pickle.dumps(group), {})
+            per_time = per_group.setdefault(pickle.dumps(group), {})
             current = per_time.get(time)
             per_time[time] = amounts if current is None else self._combine(current, amounts)
         out: list[tuple[Any, ...]] = []
-        stored = self.totals.load(partials)
-        for pickled, per_time in partials.items():
+        stored = self.totals.load(per_group)
+        for pickled, per_time in per_group.items():
             group = pickle.loads(pickled)
             totals: list[Any] = stored.get(pickled) or [
                 {} if kind != "sum" else 0 for kind in self.kinds

@@ -93,8 +93,14 @@ def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF
     )
 
 
-def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
-    """The AGGREGATE strategy over the registered inputs: totals in state, transitions out."""
+def _aggregate(
+    spark: SparkSession, plan: MaintenancePlan, *, in_time_order: bool = False
+) -> DataFrame:
+    """The AGGREGATE strategy over the registered inputs: totals in state, transitions out.
+
+    ``in_time_order``: the inputs' updates do not come in time order from one batch to the
+    next (a join's output), so the totals apply each time's once the watermark reaches it
+    (:class:`~.aggregate.GroupTotals`)."""
     aggregate = plan.aggregate
     assert aggregate is not None
     partial = spark.sql(plan.sql)  # for the partial sums' types only
@@ -136,10 +142,11 @@ def _aggregate(spark: SparkSession, plan: MaintenancePlan) -> DataFrame:
             len(aggregate.sums),
             tuple(isinstance(k.dataType, T.IntegralType) for k in keys),
             aggregate.kinds,
+            in_time_order=in_time_order,
         ),
         outputStructType=output,
         outputMode="Append",
-        timeMode="None",
+        timeMode="EventTime" if in_time_order else "None",
     )
     groups.createOrReplaceTempView(GROUPS)
     try:
@@ -175,9 +182,14 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
     resolved = shape.resolve(columns)
     if resolved is None:
         return None
+    aggregation = plan_over_joined(resolved.output_sql) if resolved.aggregate else None
+    if resolved.aggregate and aggregation is None:
+        return None
     # A chain: the inputs joined so far (named as in the joined rows) with the next one.
-    # The sides are not in step; what reads a join's output (the next join, the
-    # aggregate's totals, another dataflow's operators) applies updates in time order.
+    # The sides are not in step, so a join's updates do not come in time order from one
+    # batch to the next. The next join takes them as they come; what reads the last
+    # one's needs them in time order: the aggregate's totals hold its partial sums until
+    # the watermark reaches their times, or (no GROUP BY) the join holds its rows.
     joined = sides[0]
     for number, step in enumerate(resolved.steps, start=1):
         names = (
@@ -190,19 +202,17 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
             sides[number],
             names=names,
             until=until,
-            in_time_order=True,
+            in_time_order=aggregation is None and number == len(resolved.steps),
         )
         if chained is None:
             return None
         joined = chained
-    aggregation = plan_over_joined(resolved.output_sql) if resolved.aggregate else None
-    if resolved.aggregate and aggregation is None:
-        return None
     output = _snapshot_schema(spark, plan)
     joined.createOrReplaceTempView(JOINED)
     try:
         if aggregation is not None:
-            frame = _aggregate(spark, aggregation)  # its groups' totals over the joined rows
+            # Its groups' totals over the joined rows.
+            frame = _aggregate(spark, aggregation, in_time_order=True)
         else:
             frame = spark.sql(resolved.output_sql)
     finally:

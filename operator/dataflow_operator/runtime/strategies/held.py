@@ -1,7 +1,7 @@
 """Updates held in Spark state until the frontier reaches their time.
 
-The stateful operators (the temporal filter, joins, set operations) all keep what is not
-due yet the same way: a ``MapState`` keyed by the time, holding the pickled updates due
+The stateful operators (the temporal filter, joins, set operations, an aggregate over a
+join) all keep what is not due yet the same way: a ``MapState`` keyed by the time, holding the pickled updates due
 then, and an event-time timer at that time. :class:`HeldUpdates` is that state.
 
 What is due is what :func:`complete_through` says: the watermark, which in a batch is the
