@@ -1,8 +1,9 @@
 """Updates held in Spark state until the frontier reaches their time.
 
 The stateful operators (the temporal filter, joins, set operations, an aggregate over a
-join) all keep what is not due yet the same way: a ``MapState`` keyed by the time, holding the pickled updates due
-then, and an event-time timer at that time. :class:`HeldUpdates` is that state.
+join) all keep what is not due yet the same way: a ``MapState`` keyed by the time,
+holding the pickled updates due then, and an event-time timer at that time.
+:class:`HeldUpdates` is that state.
 
 What is due is what :func:`complete_through` says: the watermark, which in a batch is the
 inputs' frontier *before* it (Spark computes it from the batch before). So a new query's
