@@ -17,6 +17,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.strategies.columns import KEY, ROW, SIDE
+from dataflow_operator.runtime.strategies.gc_pause import cyclic_gc_paused
 from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
 from dataflow_operator.runtime.strategies.join_rows import (
     ALL_ROWS,
@@ -26,6 +27,7 @@ from dataflow_operator.runtime.strategies.join_rows import (
     History,
     StateKey,
     StoredSide,
+    add_history,
     add_row,
     compact,
     dump_meta,
@@ -101,8 +103,6 @@ class ArrangedJoin(StatefulProcessor):
 
     def _emit(self, out: list[Joined], watermark: int) -> Iterator[pd.DataFrame]:
         """``out`` now, or (``in_time_order``) once the watermark reaches each time."""
-        import pandas as pd  # here, not at the top: see the module docstring
-
         if self.in_time_order:
             later: dict[int, list[Joined]] = {}
             for update in out:
@@ -112,7 +112,7 @@ class ArrangedJoin(StatefulProcessor):
                 self.pending.hold(time, updates)
             out = [update for update in out if update[2] <= watermark]
         if out:
-            yield pd.DataFrame(out, columns=range(4))
+            yield _frame(out)
 
     def handleExpiredTimer(  # noqa: N802 - Spark's name
         self,
@@ -121,11 +121,9 @@ class ArrangedJoin(StatefulProcessor):
         expiredTimerInfo: Any,  # noqa: N803
     ) -> Iterator[pd.DataFrame]:
         """The watermark reached a held time: emit its joined updates."""
-        import pandas as pd  # here, not at the top: see the module docstring
-
         held = self.pending.take(int(expiredTimerInfo.getExpiryTimeInMs()))
         if held:
-            yield pd.DataFrame(held, columns=range(4))
+            yield _frame(held)
 
     def handleInputRows(  # noqa: N802 - Spark's name
         self,
@@ -135,20 +133,22 @@ class ArrangedJoin(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         """Apply the bucket's updates (packed: :mod:`.packed_rows`) key by key; emit the
         joined changes."""
-        frame = unpacked(rows)
-        if frame is None or frame.empty:
-            return
-        complete = complete_through(timerValues)
-        out: list[Joined] = []
-        unmatched = frame[frame[KEY].isna()]
-        for side in (0, 1):
-            if self.preserves[side]:
-                mine = unmatched[unmatched[SIDE] == side]
-                out += [_extended(side, row, t, d) for row, t, d in _consolidated(mine)]
-        keyed = frame[frame[KEY].notna()]
-        if not keyed.empty:
-            self._apply_keyed(keyed, complete, out)
-        yield from self._emit(out, complete)
+        with cyclic_gc_paused():
+            frame = unpacked(rows)
+            if frame is None or frame.empty:
+                return
+            complete = complete_through(timerValues)
+            out: list[Joined] = []
+            unmatched = frame[frame[KEY].isna()]
+            for side in (0, 1):
+                if self.preserves[side]:
+                    mine = unmatched[unmatched[SIDE] == side]
+                    out += [_extended(side, row, t, d) for row, t, d in _consolidated(mine)]
+            keyed = frame[frame[KEY].notna()]
+            if not keyed.empty:
+                self._apply_keyed(keyed, complete, out)
+            emitted = list(self._emit(out, complete))
+        yield from emitted
 
     def _apply_keyed(self, keyed: pd.DataFrame, watermark: int, out: list[Joined]) -> None:
         """Apply the updates that have a join key, :data:`KEYS_AT_ONCE` keys at a time: their
@@ -257,18 +257,19 @@ class ArrangedJoin(StatefulProcessor):
         ``merged_from`` on (read into ``fetched``)."""
         join_key, side = key_side
         if before.inline is None and not read:
+            side_totals = totals(rows, watermark)  # the stand-in's and this batch's rows
             tail = before.tail
-            for row, times in rows.items():
-                if row != ALL_ROWS:
-                    for time, diff in times.items():
-                        add_row(tail, row, time, diff)
+            rows.pop(ALL_ROWS, None)
+            add_history(tail, rows, take_over=True)  # ``rows`` is not used after this
             compact(tail, watermark)
-            after = StoredSide(None, before.sizes, totals(rows, watermark), tail)
+            after = StoredSide(None, before.sizes, side_totals, tail)
             if len(tail) <= self.inline_rows:
                 return after, [], []
             taken = before.fragment_keys(join_key, side, merged_from)
-            fragment = merged([fetched[key] for key in taken], tail)
-            compact(fragment, watermark)
+            fragment = tail
+            if taken:
+                fragment = merged([fetched[key] for key in taken], tail)
+                compact(fragment, watermark)
             after.sizes = (*before.sizes[: merged_from - 1], len(fragment))
             after.tail = {}
             write = ((join_key, side, merged_from), (pickle.dumps(fragment),))
@@ -318,6 +319,23 @@ class ArrangedJoin(StatefulProcessor):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _frame(out: list[Joined]) -> pd.DataFrame:
+    """``out`` as the operator's output frame, built column by column (from the list of
+    tuples, pandas infers each column's type value by value)."""
+    import numpy as np  # here, not at the top: see the module docstring
+    import pandas as pd
+
+    left, right, times, diffs = zip(*out, strict=True)
+    return pd.DataFrame(
+        {
+            0: np.array(left, dtype=object),
+            1: np.array(right, dtype=object),
+            2: np.array(times, dtype=np.int64),
+            3: np.array(diffs, dtype=np.int64),
+        }
+    )
 
 
 def _extended_at(

@@ -50,6 +50,7 @@ __all__ = [
     "History",
     "StateKey",
     "StoredSide",
+    "add_history",
     "add_row",
     "compact",
     "dump_meta",
@@ -154,18 +155,37 @@ def dump_meta(sides: tuple[StoredSide, StoredSide]) -> tuple[bytes]:
 
 
 def merged(fragments: list[tuple[bytes] | None], tail: History) -> History:
-    """The rows a side's fragments and its tail hold together."""
-    parts: list[History] = []
+    """The rows a side's fragments and its tail hold together: a new history (the
+    fragments' rows are unpickled afresh and taken over as they are; ``tail``'s copied)."""
+    rows: History = {}
     for fragment in fragments:
         if fragment is None:
             raise RuntimeError("the join's state lacks a fragment its key's meta counts")
-        parts.append(pickle.loads(fragment[0]))
-    rows: History = {}
-    for part in [*parts, tail]:
-        for row, times in part.items():
-            for time, diff in times.items():
-                add_row(rows, row, time, diff)
+        part: History = pickle.loads(fragment[0])
+        if rows:
+            add_history(rows, part, take_over=True)
+        else:
+            rows = part
+    add_history(rows, tail, take_over=False)
     return rows
+
+
+def add_history(rows: History, part: History, *, take_over: bool) -> None:
+    """Add ``part``'s rows to ``rows``; a row ``rows`` lacks is taken over as it is (its
+    times dictionary) with ``take_over``, else copied."""
+    for row, times in part.items():
+        mine = rows.get(row)
+        if mine is None:
+            rows[row] = times if take_over else dict(times)
+            continue
+        for time, diff in times.items():
+            total = mine.get(time, 0) + diff
+            if total:
+                mine[time] = total
+            else:
+                mine.pop(time, None)
+        if not mine:
+            del rows[row]
 
 
 def totals(history: History, watermark: int) -> dict[int, int]:
