@@ -34,6 +34,9 @@ class TimedHandle(FakeHandle):
     def registerTimer(self, time: int) -> None:
         self.timers.add(time)
 
+    def deleteTimer(self, time: int) -> None:
+        self.timers.discard(time)
+
 
 class Expired:
     def __init__(self, time: int) -> None:
@@ -114,3 +117,19 @@ def test_in_time_order_a_time_is_applied_once_the_watermark_reaches_it() -> None
     ]
     assert handle.timers == set()
     assert _fire(totals, handle, watermark=9) == []
+
+
+def test_in_time_order_a_late_row_is_applied_after_what_is_held_before_it() -> None:
+    # An update released by the watermark (a temporal filter's, joined) reaches the
+    # totals at a time already complete, in the batch whose timers release a held time
+    # before it: both apply together, the earlier time first.
+    handle = TimedHandle()
+    totals = GroupTotals(keys=1, sums=1, in_time_order=True)
+    totals.init(handle)
+    assert _transitions(totals, [("a", 6, 100, 1, 0)], watermark=5) == []
+    assert _transitions(totals, [("a", 8, 5, 1, 0)], watermark=9) == [
+        ("a", 100, 1, 6, 1),
+        ("a", 100, 1, 8, -1),
+        ("a", 105, 2, 8, 1),
+    ]
+    assert handle.timers == set()  # time 6's timer deleted: nothing applies twice

@@ -53,6 +53,9 @@ class FakeMapState:
     def iterator(self) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...]]]:
         return iter(list(self.values.items()))
 
+    def keys(self) -> Iterator[tuple[Any, ...]]:
+        return iter(list(self.values))
+
     def clear(self) -> None:
         self.values.clear()
 

@@ -106,7 +106,13 @@ class GroupTotals(StatefulProcessor):
         width = self.keys + 1 + self.sums + 1
         partials = list(frame.iloc[:, :width].itertuples(index=False, name=None))
         if self.in_time_order:
-            partials = self._held_back(partials, complete_through(timerValues))
+            complete = complete_through(timerValues)
+            partials = self._held_back(partials, complete)
+            if partials:
+                # Rows at times already complete (a temporal filter's retraction, released
+                # by the watermark, joined): applied with what is held through them, in
+                # time order, whichever of rows and timers Spark hands over first.
+                partials = self.pending.take_through(complete) + partials
         yield from self._applied(partials)
 
     def handleExpiredTimer(  # noqa: N802 - Spark's name

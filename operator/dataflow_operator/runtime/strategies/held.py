@@ -60,3 +60,13 @@ class HeldUpdates:
         self.state.removeKey((time,))
         held: list[Any] = pickle.loads(stored[0])
         return held
+
+    def take_through(self, time: int) -> list[Any]:
+        """The updates held for ``time`` and before, forgotten from now on, their timers
+        deleted (for an operator that must apply them with updates that came late)."""
+        due = sorted(key[0] for key in self.state.keys() if key[0] <= time)  # noqa: SIM118 - a MapState, not a dict
+        taken: list[Any] = []
+        for held_time in due:
+            taken += self.take(held_time)
+            self.handle.deleteTimer(held_time)
+        return taken
