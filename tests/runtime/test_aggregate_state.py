@@ -120,9 +120,8 @@ def test_in_time_order_a_time_is_applied_once_the_watermark_reaches_it() -> None
 
 
 def test_in_time_order_a_late_row_is_applied_after_what_is_held_before_it() -> None:
-    # An update released by the watermark (a temporal filter's, joined) reaches the
-    # totals at a time already complete, in the batch whose timers release a held time
-    # before it: both apply together, the earlier time first.
+    # A row that comes late reaches the totals at a time already complete, in the batch
+    # whose timers release a held time before it: both apply together, the earlier first.
     handle = TimedHandle()
     totals = GroupTotals(keys=1, sums=1, in_time_order=True)
     totals.init(handle)

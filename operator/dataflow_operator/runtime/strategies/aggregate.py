@@ -109,9 +109,10 @@ class GroupTotals(StatefulProcessor):
             complete = complete_through(timerValues)
             partials = self._held_back(partials, complete)
             if partials:
-                # Rows at times already complete (a temporal filter's retraction, released
-                # by the watermark, joined): applied with what is held through them, in
-                # time order, whichever of rows and timers Spark hands over first.
+                # Rows at times already complete (a new query's first batch, complete
+                # through its inputs' frontier; a row that comes late): applied with what
+                # is held through them, in time order, whichever of rows and timers Spark
+                # hands over first.
                 partials = self.pending.take_through(complete) + partials
         yield from self._applied(partials)
 
