@@ -99,8 +99,8 @@ def _aggregate(
     """The AGGREGATE strategy over the registered inputs: totals in state, transitions out.
 
     ``in_time_order``: the inputs' updates do not come in time order from one batch to the
-    next (a join's output), so the totals apply each time's once the watermark reaches it
-    (:class:`~.aggregate.GroupTotals`)."""
+    next (a join's output), so the totals take in a time's updates once the watermark
+    reaches it (:class:`~.aggregate.GroupTotals`)."""
     aggregate = plan.aggregate
     assert aggregate is not None
     partial = spark.sql(plan.sql)  # for the partial sums' types only
