@@ -22,6 +22,7 @@ from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
 from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.engine.completion import BatchCompletion, Completion
 from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
 from dataflow_operator.runtime.engine.query_conf import query_conf
 from dataflow_operator.runtime.engine.sink import write_batch
@@ -108,6 +109,7 @@ class RunningDataflow:
         self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
         self._upper_is_inputs = False  # the last batch's: then a settle batch moves nothing
+        self._completions: Completion | None = None  # a stateful query's batches' (see there)
 
     @property
     def name(self) -> str:
@@ -132,6 +134,10 @@ class RunningDataflow:
         self._start_query(built)
 
     def _start_query(self, built: BuiltDataflow) -> None:
+        # What a restarted query's operators hold is unknown until its first batch.
+        self._completions = (
+            Completion(releases_at_frontier=built.releases_at_frontier) if built.stateful else None
+        )
         # The query clones the session's settings when it starts: these are for it only.
         conf = query_conf(self.settings.layout.checkpoint, self.state_partitions)
         saved = {key: self.spark.conf.get(key, None) for key in conf}
@@ -192,7 +198,8 @@ class RunningDataflow:
         fire only in the next batch. This asks for it now: one more round of the clock at
         the same time, a batch with nothing new but the heartbeat. None is needed when
         the output's upper is the inputs' frontier already, as after a new query's first
-        batch: another batch could not move it.
+        batch or a join's batch whose inputs are in step (:mod:`.completion`): another
+        batch could not move it.
         """
         if self.built is None or not self.built.stateful or self.failed or self.token.dropped:
             return False
@@ -275,21 +282,16 @@ class RunningDataflow:
                 raise TokenDropped(self.tag) from None
             raise
 
-    def _frontiers(self, batch: int) -> tuple[int, int]:
-        """The inputs' frontier with batch ``batch``, and the output's upper after it.
-
-        A stateful dataflow may still hold updates of earlier batches below the inputs'
-        frontier, until the watermark reaches them: its upper is at most the watermark's
-        successor. Not after a new query's first batch: nothing was held before it, and
-        its processors emit all its updates below that frontier.
-        """
+    def _completion(self, batch: int) -> BatchCompletion:
+        """The inputs' frontier with batch ``batch``, the output's upper after it, and
+        whether the batch's tasks are told that frontier (see :mod:`.completion`)."""
         metadata, sources = offsets_of(self.settings.layout.checkpoint, batch)
         uppers = [int(s["upper"]) for s in sources if "upper" in s]
-        inputs = upper = min(uppers) if uppers else 0
-        if self.built is not None and self.built.stateful and batch > 0:
-            watermark = int(str(metadata.get("batchWatermarkMs", 0)))
-            upper = min(upper, watermark + 1)
-        return inputs, upper
+        if self._completions is None:  # not stateful: every update comes in its batch
+            inputs = min(uppers, default=0)
+            return BatchCompletion(inputs, inputs, told=False)
+        watermark = int(str(metadata.get("batchWatermarkMs", 0)))
+        return self._completions.of_batch(batch, uppers, watermark)
 
     def _sink(self, frame: DataFrame, batch: int) -> None:
         """Called by Spark for every batch: persist the updates and the new upper.
@@ -297,13 +299,13 @@ class RunningDataflow:
         A batch whose updates nobody needs in the driver (no Subscribe output, no
         driver-side transform) is written by the executors (:mod:`.sink`).
         """
-        inputs, upper = self._frontiers(batch)
-        self._upper_is_inputs = upper >= inputs
-        # A new query's first batch is complete below its inputs' frontier: its tasks learn
-        # it (see strategies.held). Set on this thread, the one that runs the batch's jobs.
-        # Cleared in the next batch (a restarted query runs on a new thread).
-        if batch <= 1 and self.built is not None and self.built.stateful:
-            told = str(inputs) if batch == 0 else ""
+        completion = self._completion(batch)
+        upper = completion.upper
+        self._upper_is_inputs = upper >= completion.inputs
+        # A batch complete below its inputs' frontier: its tasks learn it (see
+        # strategies.held). Set on this thread, the one that runs the batch's jobs.
+        if self._completions is not None:
+            told = str(completion.inputs) if completion.told else ""
             self.spark.sparkContext.setLocalProperty(INPUT_FRONTIER, told)
         until = self.settings.until.lower
         built = self.built

@@ -82,6 +82,10 @@ class BuiltDataflow:
     """For GENERAL queries: turns a batch of the stream (input updates) into output updates."""
     recompute_reason: str | None = None
     """For GENERAL queries: what no incremental strategy covers, in a user's words."""
+    releases_at_frontier: bool = False
+    """Its stateful operators, told the inputs' frontier with a batch, hold nothing below
+    it (joins, set operations, an aggregate over a join; no temporal filter): see
+    :mod:`dataflow_operator.runtime.engine.completion`."""
 
 
 def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF})) -> str:
@@ -355,7 +359,7 @@ def build_dataflow(
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
     columns = tuple(c for c in frame.columns if c not in (TIME, DIFF))
-    # Joins and set operations hold their output until the watermark passes its time.
+    # Joins and set operations hold their output until the inputs are complete to its time.
     held = strategy in (Strategy.JOIN, Strategy.SET)
     return BuiltDataflow(
         frame=frame,
@@ -363,4 +367,5 @@ def build_dataflow(
         data_ddl=ddl_of(frame.schema),
         stateful=bool(bounds) or held,
         plan=plan,
+        releases_at_frontier=held and not bounds,
     )

@@ -10,9 +10,11 @@ inputs' frontier *before* it (Spark computes it from the batch before). So a new
 first batch (watermark 0) would hold all its output for a second batch. It holds nothing
 from before, though, so the engine's sink tells that batch's tasks the inputs' frontier
 *with* it (:data:`INPUT_FRONTIER`, a job property), and every update below it is due in the
-batch itself: a new dataflow is complete, and hydrated, after one batch. Later batches go
-by the watermark alone, which keeps an operator's output in time order from one batch to
-the next (an aggregate over a join relies on it).
+batch itself: a new dataflow is complete, and hydrated, after one batch. It does the same
+for a join's or a set operation's batches while their inputs are in step and nothing is
+held from before; other batches go by the watermark alone, which keeps an operator's
+output in time order from one batch to the next (an aggregate over a join relies on it):
+see :mod:`dataflow_operator.runtime.engine.completion`.
 """
 
 from __future__ import annotations
