@@ -60,6 +60,8 @@ Update = tuple[int, str, int, int]
 class _Reads:
     """What one join key's updates need of the state besides its meta."""
 
+    changed: frozenset[int]
+    """The sides the key's updates change."""
     whole: frozenset[int]
     """The sides in fragments read whole."""
     reads: list[StateKey]
@@ -182,14 +184,13 @@ class ArrangedJoin(StatefulProcessor):
                     sides[1].rows(join_key, 1, fetched if 1 in plan.whole else None),
                 )
                 self._apply_key(rows, updates, watermark, out)
-                changed = {side for side, *_ in updates}
                 after: list[StoredSide] = []
                 for side in (0, 1):
                     stored_side, written, removed = self._store(
                         (join_key, side),
                         sides[side],
                         rows[side],
-                        changed=side in changed,
+                        changed=side in plan.changed,
                         read=side in plan.whole,
                         merged_from=plan.merged_from[side],
                         fetched=fetched,
@@ -234,7 +235,7 @@ class ArrangedJoin(StatefulProcessor):
             if len(tail) > self.inline_rows:  # the tail becomes a fragment
                 merged_from[side] = stored.merged_from(len(tail))
                 reads += stored.fragment_keys(join_key, side, merged_from[side])
-        return _Reads(frozenset(whole), reads, (merged_from[0], merged_from[1]))
+        return _Reads(frozenset(changed), frozenset(whole), reads, (merged_from[0], merged_from[1]))
 
     def _store(
         self,

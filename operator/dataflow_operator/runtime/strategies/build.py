@@ -82,10 +82,13 @@ class BuiltDataflow:
     """For GENERAL queries: turns a batch of the stream (input updates) into output updates."""
     recompute_reason: str | None = None
     """For GENERAL queries: what no incremental strategy covers, in a user's words."""
-    releases_at_frontier: bool = False
-    """Its stateful operators, told the inputs' frontier with a batch, hold nothing below
-    it (joins, set operations, an aggregate over a join; no temporal filter): see
-    :mod:`dataflow_operator.runtime.engine.completion`."""
+
+    @property
+    def releases_at_frontier(self) -> bool:
+        """Its stateful operators, told the inputs' frontier with a batch, hold nothing
+        below it (joins, set operations, an aggregate over a join; no temporal filter):
+        see :mod:`dataflow_operator.runtime.engine.completion`."""
+        return self.stateful and not self.plan.temporal.bounds
 
 
 def ddl_of(schema: T.StructType, exclude: frozenset[str] = frozenset({TIME, DIFF})) -> str:
@@ -367,5 +370,4 @@ def build_dataflow(
         data_ddl=ddl_of(frame.schema),
         stateful=bool(bounds) or held,
         plan=plan,
-        releases_at_frontier=held and not bounds,
     )

@@ -174,18 +174,11 @@ def add_history(rows: History, part: History, *, take_over: bool) -> None:
     """Add ``part``'s rows to ``rows``; a row ``rows`` lacks is taken over as it is (its
     times dictionary) with ``take_over``, else copied."""
     for row, times in part.items():
-        mine = rows.get(row)
-        if mine is None:
+        if row not in rows:
             rows[row] = times if take_over else dict(times)
             continue
         for time, diff in times.items():
-            total = mine.get(time, 0) + diff
-            if total:
-                mine[time] = total
-            else:
-                mine.pop(time, None)
-        if not mine:
-            del rows[row]
+            add_row(rows, row, time, diff)
 
 
 def totals(history: History, watermark: int) -> dict[int, int]:
