@@ -108,12 +108,9 @@ class GroupTotals(StatefulProcessor):
         if self.in_time_order:
             complete = complete_through(timerValues)
             partials = self._held_back(partials, complete)
-            if partials:
-                # Rows at times already complete (a new query's first batch, complete
-                # through its inputs' frontier; a row that comes late): applied with what
-                # is held through them, in time order, whichever of rows and timers Spark
-                # hands over first.
-                partials = self.pending.take_through(complete) + partials
+            if partials:  # at times already complete: after what is held through them
+                held = self.pending.take_through(complete)
+                partials = [row for _, rows in held for row in rows] + partials
         yield from self._applied(partials)
 
     def handleExpiredTimer(  # noqa: N802 - Spark's name

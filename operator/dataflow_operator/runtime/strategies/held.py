@@ -11,10 +11,15 @@ first batch (watermark 0) would hold all its output for a second batch. It holds
 from before, though, so the engine's sink tells that batch's tasks the inputs' frontier
 *with* it (:data:`INPUT_FRONTIER`, a job property), and every update below it is due in the
 batch itself: a new dataflow is complete, and hydrated, after one batch. It does the same
-for a join's or a set operation's batches while their inputs are in step and nothing is
-held from before; other batches go by the watermark alone, which keeps an operator's
-output in time order from one batch to the next (an aggregate over a join relies on it):
-see :mod:`dataflow_operator.runtime.engine.completion`.
+for a join's or a set operation's batches while their inputs are in step and the watermark
+has passed what earlier batches held; other batches go by the watermark alone, which keeps
+an operator's output in time order from one batch to the next (an aggregate over a join
+relies on it): see :mod:`dataflow_operator.runtime.engine.completion`.
+
+Spark hands a batch's rows to a processor before it fires the batch's timers. An operator
+whose output depends on the order it applies updates in (a set operation's counts, an
+aggregate's totals) applies what is held through a row's time with it, first
+(:meth:`HeldUpdates.take_through`).
 """
 
 from __future__ import annotations
@@ -24,14 +29,15 @@ from typing import Any
 
 __all__ = ["INPUT_FRONTIER", "HeldUpdates", "complete_through"]
 
-INPUT_FRONTIER = "dataflow.firstBatchInputFrontier"
-"""The Spark job property with the inputs' frontier (epoch ms) with a new query's first
-batch; unset in later batches."""
+INPUT_FRONTIER = "dataflow.inputFrontier"
+"""The Spark job property with the inputs' frontier (epoch ms) with a batch whose updates
+below it are all due in the batch (see :mod:`~dataflow_operator.runtime.engine.completion`);
+empty with the other batches."""
 
 
 def complete_through(timer_values: Any) -> int:
     """The last time at which the inputs are complete in the running batch: the watermark,
-    or in a new query's first batch the inputs' frontier with it, minus one."""
+    or in a batch told its inputs' frontier (:data:`INPUT_FRONTIER`) that frontier minus one."""
     from pyspark import TaskContext
 
     watermark = int(timer_values.getCurrentWatermarkInMs())
@@ -63,12 +69,17 @@ class HeldUpdates:
         held: list[Any] = pickle.loads(stored[0])
         return held
 
-    def take_through(self, time: int) -> list[Any]:
-        """The updates held for ``time`` and before, forgotten from now on, their timers
-        deleted (for an operator that must apply them with updates that came late)."""
+    def take_through(self, time: int) -> list[tuple[int, list[Any]]]:
+        """The updates held for ``time`` and before, by time in time order, forgotten from
+        now on, their timers deleted.
+
+        For an operator whose output depends on the order it applies updates in: a batch
+        hands it rows at times already complete (a new query's first batch, a batch told
+        its inputs' frontier, a row that comes late) *before* its timers fire, so what is
+        held through them has to be applied with them, first."""
         due = sorted(key[0] for key in self.state.keys() if key[0] <= time)  # noqa: SIM118 - a MapState, not a dict
-        taken: list[Any] = []
+        taken: list[tuple[int, list[Any]]] = []
         for held_time in due:
-            taken += self.take(held_time)
+            taken.append((held_time, self.take(held_time)))
             self.handle.deleteTimer(held_time)
         return taken

@@ -71,6 +71,8 @@ class RowCounts(StatefulProcessor):
                 due.append((time, updates))
             else:
                 self.pending.hold(time, updates)
+        if due:  # at times already complete: applied after what is held through them
+            due = sorted(self.pending.take_through(watermark) + due, key=lambda entry: entry[0])
         out = self._apply(due)
         if out:
             yield pd.DataFrame(out, columns=range(3))
