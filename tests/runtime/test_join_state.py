@@ -26,6 +26,7 @@ from dataflow_operator.runtime.strategies.join_rows import (
     META,
     UNMERGED,
     load_meta,
+    merge_phase,
 )
 from dataflow_operator.runtime.strategies.packed_rows import pack
 
@@ -316,11 +317,39 @@ def test_a_growing_side_is_merged_geometrically_not_rewritten_whole() -> None:
         most = max(most, len(sizes))
     rows = batches * per_batch
     assert sum(sizes) + len(load_meta(meta)[0].tail) == rows
-    merged = sizes[: len(sizes) - (UNMERGED - 1)]
+    unmerged = UNMERGED + merge_phase(_key(_fact(0, 1)) or "")
+    merged = sizes[: len(sizes) - (unmerged - 1)]
     assert all(older >= MERGE_RATIO * newer for older, newer in pairwise(merged))
-    assert most <= UNMERGED + math.log2(rows) / 2
+    assert most <= unmerged + math.log2(rows) / 2
     assert most < FRAGMENT_LIMIT
     assert rewritten <= rows * (math.log2(batches) + 2)
+
+
+def test_keys_growing_alike_merge_in_different_batches() -> None:
+    """Facts spread evenly over many keys: each key's side gets a fragment a batch, and
+    its merges come in batches its phase sets, not all keys' in the same batch."""
+    processor = ArrangedJoin((False, False), inline_rows=2, fragment_limit=FRAGMENT_LIMIT)
+    handle = FakeHandle()
+    state = handle.maps["arrangement"] = CountingMapState()
+    processor.init(handle)
+    keys = range(16)
+    _run(processor, [(1, {"k": k, "s": "x", "v": 0, "side": 1}, 1, 1) for k in keys], 1)
+    fragments = dict.fromkeys(keys, 0)
+    merging: dict[int, set[int]] = {}  # batch → the keys whose side merged in it
+    for batch in range(24):
+        facts = [(0, _fact(batch * 3 + i, k), 2 + batch, 1) for k in keys for i in range(3)]
+        _run(processor, facts, 2 + batch)
+        for k in keys:
+            meta = state.values[(_key(_fact(0, k)), META, 0)]
+            count = len(load_meta(meta)[0].sizes)
+            if count <= fragments[k]:  # the new fragment took older ones in
+                merging.setdefault(batch, set()).add(k)
+            fragments[k] = count
+    phases = {merge_phase(_key(_fact(0, k)) or "") for k in keys}
+    assert len(phases) > 1
+    assert all(merging.get(batch, set()) != set(keys) for batch in range(24))
+    first = {k: min(b for b, merged in merging.items() if k in merged) for k in keys}
+    assert len(set(first.values())) == len(phases)  # one batch per phase
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))

@@ -32,6 +32,7 @@ from dataflow_operator.runtime.strategies.join_rows import (
     compact,
     dump_meta,
     load_meta,
+    merge_phase,
     merged,
     totals,
 )
@@ -233,7 +234,7 @@ class ArrangedJoin(StatefulProcessor):
             # retraction reads it whole), so its stored tail's rows and this batch's.
             tail = set(stored.tail).union(row for s, row, _, _ in updates if s == side)
             if len(tail) > self.inline_rows:  # the tail becomes a fragment
-                merged_from[side] = stored.merged_from(len(tail))
+                merged_from[side] = stored.merged_from(len(tail), merge_phase(join_key))
                 reads += stored.fragment_keys(join_key, side, merged_from[side])
         return _Reads(frozenset(changed), frozenset(whole), reads, (merged_from[0], merged_from[1]))
 

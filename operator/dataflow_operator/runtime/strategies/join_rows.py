@@ -17,15 +17,17 @@ side is small (a dimension's row), and the other side's fragments otherwise, who
 the new ones join with. So an insert costs what the other side holds for its key, not
 what its own side holds (the many facts of that dimension): the cost of a batch follows
 what changed, not the history. A full tail becomes a fragment; once the side has
-:data:`UNMERGED` fragments, it takes in the newest ones while they are not
-:data:`MERGE_RATIO` times larger (the meta keeps each fragment's row count, so the batch
-knows which to read): fragments shrink geometrically from the oldest to the newest, a
-side of n rows has about log2(n / 16) of them, and a row is rewritten about that many
-times in its life (rewritten whole every :data:`FRAGMENT_LIMIT` fragments instead, a
-row is rewritten once per 16 fragments added: a cost that grows with the side). A side is
-read whole, and written back as one fragment or inline, when the other side changes (its
-rows join the change), when a batch retracts from it (so that a side whose rows are all
-retracted leaves nothing behind), and when it has :data:`FRAGMENT_LIMIT` fragments.
+:data:`UNMERGED` fragments (a few more for some keys, so that keys growing alike do not
+all merge in the same batch: :data:`MERGE_PHASES`), it takes in the newest ones while
+they are not :data:`MERGE_RATIO` times larger (the meta keeps each fragment's row count,
+so the batch knows which to read): fragments shrink geometrically from the oldest to the
+newest, a side of n rows has about log2(n / 16) of them, and a row is rewritten about
+that many times in its life (rewritten whole every :data:`FRAGMENT_LIMIT` fragments
+instead, a row is rewritten once per 16 fragments added: a cost that grows with the
+side). A side is read whole, and written back as one fragment or inline, when the other
+side changes (its rows join the change), when a batch retracts from it (so that a side
+whose rows are all retracted leaves nothing behind), and when it has
+:data:`FRAGMENT_LIMIT` fragments.
 
 While its side is not read, the rows a batch does not change stand in as one row,
 :data:`ALL_ROWS`, with the side's total multiplicity per time: that is all the join needs
@@ -36,6 +38,7 @@ null-extended rows), and the join's algebra runs on it unchanged.
 from __future__ import annotations
 
 import pickle
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +47,7 @@ __all__ = [
     "ALL_ROWS",
     "FRAGMENT_LIMIT",
     "INLINE_ROWS",
+    "MERGE_PHASES",
     "MERGE_RATIO",
     "META",
     "UNMERGED",
@@ -55,6 +59,7 @@ __all__ = [
     "compact",
     "dump_meta",
     "load_meta",
+    "merge_phase",
     "merged",
     "totals",
 ]
@@ -93,9 +98,21 @@ merged from its second fragment, 2.7 times from its eighth, 2.1 times merged who
 (``bench/incremental_join.py``, 500,000-row batches over 1M to 9.5M facts): 7.1 s a batch
 merging from the second fragment, 5.9 s from the eighth."""
 
+MERGE_PHASES = 4
+"""A side starts merging at :data:`UNMERGED` fragments plus its key's phase (0 to this,
+exclusive: :func:`merge_phase`). Keys that grow alike (a fact stream spread evenly over a
+dimension's keys) would otherwise all merge in the same batches, each then about twice
+as long as the others (measured: ``bench/incremental_join.py``, 500,000-row batches, one
+in eight); spread over phases, those merges fall in different batches."""
+
 ALL_ROWS = ""
 """The row that stands in for a side's rows while they are not read (no row's JSON is
 empty: a row is a JSON object)."""
+
+
+def merge_phase(join_key: str) -> int:
+    """The key's phase among :data:`MERGE_PHASES` (its CRC-32: the same in every process)."""
+    return zlib.crc32(join_key.encode()) % MERGE_PHASES
 
 
 @dataclass(slots=True)
@@ -118,11 +135,12 @@ class StoredSide:
         """The state keys of the side's fragments, from number ``first`` on."""
         return [(join_key, side, n) for n in range(first, len(self.sizes) + 1)]
 
-    def merged_from(self, rows: int) -> int:
+    def merged_from(self, rows: int, phase: int = 0) -> int:
         """The number of the first fragment a new one of ``rows`` rows takes in (one past
-        the last: none), by :data:`MERGE_RATIO` once the side has :data:`UNMERGED`."""
+        the last: none), by :data:`MERGE_RATIO` once the side has :data:`UNMERGED` plus
+        ``phase`` (its key's :func:`merge_phase`)."""
         first = len(self.sizes)
-        if first < UNMERGED:
+        if first < UNMERGED + phase:
             return first + 1
         while first > 0 and self.sizes[first - 1] < MERGE_RATIO * rows:
             rows += self.sizes[first - 1]
