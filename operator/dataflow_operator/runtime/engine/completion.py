@@ -16,7 +16,10 @@ later, and only a bucket with input in the batch sees the frontier):
   frontier (joins, set operations, an aggregate over a join; not a temporal filter,
   whose retractions come due at times no input marks), while its inputs are in step
   (every source's upper is the frontier: no input is ahead of it, nothing is held past
-  it) and the watermark has passed whatever an earlier batch held.
+  it) and the watermark has passed whatever an earlier batch held. Those held updates
+  fire by their timers in this batch, after its rows: an operator whose output depends
+  on the order it applies updates in takes what is held through a row's time with the
+  row, first (:meth:`~dataflow_operator.runtime.strategies.held.HeldUpdates.take_through`).
 
 Every other batch runs by the watermark. What any batch holds is below the inputs'
 newest upper, which the watermark passes in the batch after the first one whose inputs
