@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 EXAMPLES ?= examples/last-30-days.yaml
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install test pytest lint format crds crds-check run chart kustomize argocd e2e clean
+.PHONY: install test test-fast test-wide pytest pytest-fast lint format crds crds-check run chart kustomize argocd e2e clean
 
 install: $(STAMP)
 
@@ -19,11 +19,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/python tools/install_k8s_tools.py $(BIN) >/dev/null
 	touch $(STAMP)
 
-## test: everything CI runs — static checks, then the test suite (e2e skips without kind).
+## test: everything CI runs — static checks, then the whole test suite in two lanes
+## (tools/test_lanes.py: the in-process Spark tests beside the rest; e2e skips without kind).
 test: lint pytest
 
+## test-fast: the inner loop — static checks and every test but those marked slow.
+test-fast: lint pytest-fast
+
+## test-wide: the whole suite with the fuzz and soak cases run wide (more seeds, examples, kills).
+test-wide: lint
+	DATAFLOW_TEST_WIDE=1 $(BIN)/python tools/test_lanes.py
+
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python tools/test_lanes.py
+
+pytest-fast: $(STAMP)
+	$(BIN)/python tools/test_lanes.py --fast
 
 ## lint: ruff, mypy and the import-linter layer contracts.
 lint: $(STAMP)

@@ -1,15 +1,17 @@
-"""Shared fixtures: one Spark session for the whole test session, on one worker.
+"""Shared fixtures: one Spark session at a time for the whole test session.
 
-Its master is ``local-cluster[2,1,1024]``: two executors, each a separate JVM with its own
-Python workers and working directory, as on Kubernetes. Every Spark test therefore proves
-that what executors do never depends on the driver's memory or working directory (only
-on the state location they are given). ``DATAFLOW_TEST_SPARK_MASTER=local[2]`` runs the
-suite in one process instead (quicker to start, for iterating).
+Its master is ``local[2]``: the driver runs the tasks, and Python workers are processes of
+their own as everywhere. Tests marked ``local_cluster`` prove the executor boundary: they
+get a ``local-cluster[2,1,1024]`` session instead (two executors, each a separate JVM with
+its own Python workers and working directory, as on Kubernetes), which shows that what
+executors do never depends on the driver's memory or working directory, only on the state
+location they are given. They are collected last, so a run switches masters once.
+``DATAFLOW_TEST_SPARK_MASTER`` overrides the default master (``local-cluster[2,1,1024]``
+runs every Spark test across the executor boundary).
 
-The suite runs on two pytest-xdist workers (``-n 2 --dist loadgroup`` in pyproject): every
-test that uses the session is put in one group, so one worker runs them all, one at a
-time, and only that worker starts Spark; the other worker runs everything else beside
-it (much of which waits on clocks and subprocesses rather than on the CPU).
+Every test that uses the ``spark`` fixture is marked ``spark_session``: ``tools/test_lanes.py``
+(``make test``) runs those in one process of their own, beside the other tests, so only one
+in-process Spark session ever runs (see docs/architecture.md, "Tests").
 """
 
 from __future__ import annotations
@@ -25,28 +27,54 @@ from tests.jvm import TEST_SPARK_CONF
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local-cluster[2,1,1024]")
+TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local[2]")
+CLUSTER_MASTER = "local-cluster[2,1,1024]"
 
 
-SPARK_SESSION_GROUP = "spark-session"
-
-
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put every test that uses the shared Spark session on one xdist worker."""
+    """Mark the tests on the shared session, and put the executor-boundary tests last."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(SPARK_SESSION_GROUP))
+            item.add_marker(pytest.mark.spark_session)
+    items.sort(key=lambda item: item.get_closest_marker("local_cluster") is not None)
+
+
+class _SharedSession:
+    """The one Spark session of this test process, restarted when a test needs another master."""
+
+    def __init__(self) -> None:
+        self.master: str | None = None
+        self.session: SparkSession | None = None
+
+    def get(self, master: str) -> SparkSession:
+        from dataflow_operator.runtime.session import spark_session
+
+        if self.session is not None and self.master != master:
+            self.stop()
+        if self.session is None:
+            self.session = spark_session(
+                master=master, app_name="dataflow-operator-tests", conf=TEST_SPARK_CONF
+            )
+            self.master = master
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+        self.session = None
+        self.master = None
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """The test session's Spark session, started once and shared by every test."""
-    from dataflow_operator.runtime.session import spark_session
+def _shared_spark() -> Iterator[_SharedSession]:
+    shared = _SharedSession()
+    yield shared
+    shared.stop()
 
-    session = spark_session(
-        master=TEST_MASTER,
-        app_name="dataflow-operator-tests",
-        conf=TEST_SPARK_CONF,
-    )
-    yield session
-    session.stop()
+
+@pytest.fixture
+def spark(request: pytest.FixtureRequest, _shared_spark: _SharedSession) -> SparkSession:
+    """The test process's Spark session: ``local-cluster`` for ``local_cluster`` tests."""
+    boundary = request.node.get_closest_marker("local_cluster") is not None
+    return _shared_spark.get(CLUSTER_MASTER if boundary else TEST_MASTER)

@@ -25,7 +25,13 @@ from tests.controller.harness import Cluster, new_object, wait_for
 from tests.controller.real_kubelet import RealKubelet, ServiceReader, Writer
 from tests.controller.test_operator_real_runtime import Start, _free_port
 
-pytestmark = [pytest.mark.kmock, pytest.mark.spark, pytest.mark.asyncio, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.kmock,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.asyncio,
+    pytest.mark.timeout(600),
+]
 
 OFFSET = "120s"
 LEAD = "60s"

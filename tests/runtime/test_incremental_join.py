@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from tests.runtime.runs import T
+from tests.wide import examples, seeds
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.cli import main
@@ -238,12 +239,13 @@ def check_joins(
         engine.close()
 
 
-@pytest.mark.parametrize("seed", [1234])
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", seeds([1234], wider=[7, 42]))
 def test_joins_match_spark_on_fixed_seeds(spark: SparkSession, tmp_path: Path, seed: int) -> None:
     check_joins(spark, tmp_path, seed)
 
 
-@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(), deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_joins_match_spark_on_random_changes(spark: SparkSession, seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="joins-") as directory:
@@ -255,6 +257,7 @@ def test_joins_of_three_inputs_match_spark(spark: SparkSession, tmp_path: Path) 
     check_joins(spark, tmp_path, seed=31, batches=4, restart_before=2, queries=CHAINS)
 
 
+@pytest.mark.local_cluster
 def test_a_restart_from_the_checkpoint_in_the_middle(spark: SparkSession, tmp_path: Path) -> None:
     # Each kind of state a join keeps: both sides' arrangements, the outer sides'
     # unmatched counts, and an aggregate's totals over the joined rows.

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 from tests.runtime.test_incremental_join import check_joins
+from tests.wide import seeds
 
 from dataflow_operator.core.incremental import Strategy
 
@@ -21,7 +22,8 @@ EXTREMES = {
 }
 
 
-@pytest.mark.parametrize("seed", [5, 77])
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", seeds([5, 77], wider=[3, 11]))
 def test_min_and_max_match_spark(spark: SparkSession, tmp_path: Path, seed: int) -> None:
     check_joins(spark, tmp_path, seed, queries=EXTREMES, strategy=Strategy.AGGREGATE)
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from tests.runtime.runs import T
 from tests.runtime.test_incremental_join import check_joins, seeded_half
+from tests.wide import examples, seeds
 
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.incremental import Strategy, plan_query
@@ -35,12 +36,13 @@ SETS = {
 # 2: the first step's inputs are not in step (uppers 14 and 12), so the second step's
 # batch holds what the watermark has not reached and the third, in step, is told its
 # inputs' frontier with those updates still held (the order the counts apply them in).
-@pytest.mark.parametrize("seed", [2024, 2])
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", seeds([2024, 2], wider=[5, 6, 9]))
 def test_set_operations_match_spark(spark: SparkSession, tmp_path: Path, seed: int) -> None:
     check_joins(spark, tmp_path, seed, queries=SETS, strategy=Strategy.SET)
 
 
-@settings(max_examples=1, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(), deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_set_operations_match_spark_on_random_changes(spark: SparkSession, seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="sets-") as directory:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from tests.runtime.runs import T, dataflow_manifest, write_manifests
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 FILES = 100
 KILLS = 5

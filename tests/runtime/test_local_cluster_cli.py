@@ -31,7 +31,7 @@ from tests.runtime.runs import DAY, T, dataflow_manifest, table_source, write_ma
 from dataflow_operator.api import injection
 from dataflow_operator.runtime.cli.insert import insert_rows
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_cluster, pytest.mark.slow]
 
 MASTER = "local-cluster[2,1,1024]"
 SQL = (

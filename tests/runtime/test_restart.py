@@ -23,6 +23,7 @@ from dataflow_operator.runtime.cli.insert import insert_rows
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.local_cluster
 def test_restart_after_expiration_regenerates_the_dropped_retraction_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
