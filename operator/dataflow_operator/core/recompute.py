@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dataflow_operator.core.sql import DIALECT
 from dataflow_operator.core.sql_shape import is_aggregate
 
 __all__ = ["INCREMENTAL_AGGREGATES", "recompute_reason"]
@@ -104,7 +105,7 @@ def _aggregates(query: exp.Query) -> str | None:
 
 
 def _shown(node: exp.Expr) -> str:
-    return node.sql(dialect="spark")
+    return node.sql(dialect=DIALECT)
 
 
 def _ctes(query: exp.Query) -> str | None:

@@ -14,10 +14,12 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from dataflow_operator.core.errors import InvalidSql, UnknownSource
+from dataflow_operator.core.sql_dialect import SparkSql
 
 __all__ = ["ParsedSql", "parse_sql"]
 
-DIALECT = "spark"
+DIALECT = SparkSql
+"""The dialect every SQL text is parsed and rendered in."""
 
 
 @dataclass(frozen=True, slots=True)
