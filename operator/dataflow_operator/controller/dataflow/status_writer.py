@@ -33,7 +33,7 @@ from dataflow_operator.controller.dataflow.status_queue import DataflowKey
 from dataflow_operator.controller.events import post_event
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.rate_limit import TokenBucket
-from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.state import OperatorState, now_ms
 from dataflow_operator.logs import get_logger
 
 __all__ = ["run_status_writer"]

@@ -25,7 +25,7 @@ from dataflow_operator.controller.replica.logic import ControlObservation
 from dataflow_operator.controller.replica.observation import PodObservation, PodPhase
 from dataflow_operator.controller.replica.registry import AttemptLink, ReplicaRuntime
 from dataflow_operator.controller.replica.resources import control_token
-from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.state import OperatorState, now_ms
 from dataflow_operator.logs import get_logger
 
 __all__ = ["forget_control", "observation", "poll_attempts", "promote"]

@@ -47,7 +47,7 @@ from dataflow_operator.controller.replica.resources import (
     ensure_services,
     observe_state_claim,
 )
-from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.state import OperatorState, now_ms
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import ConditionStatus, set_condition
 from dataflow_operator.logs import get_logger
