@@ -20,8 +20,8 @@ from dataflow_operator.api.replica import AttemptPhase, Replica, ReplicaStatus
 from dataflow_operator.controller.control_client import ControlError
 from dataflow_operator.controller.manifests import control_address
 from dataflow_operator.controller.replica.logic import ControlObservation
-from dataflow_operator.controller.replica.observation import PodObservation, PodPhase
 from dataflow_operator.controller.replica.resources import control_token
+from dataflow_operator.controller.shared.observation import PodObservation, PodPhase
 from dataflow_operator.controller.shared.registry import AttemptLink, ReplicaRuntime
 from dataflow_operator.controller.shared.release_meet import release_meet
 from dataflow_operator.controller.shared.state import OperatorState, now_ms

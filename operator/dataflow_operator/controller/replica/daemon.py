@@ -39,13 +39,13 @@ from dataflow_operator.controller.replica.control import (
     promote,
 )
 from dataflow_operator.controller.replica.logic import Decision, ReplicaView, decide
-from dataflow_operator.controller.replica.observation import PodObservation, observe_pod
 from dataflow_operator.controller.replica.resources import (
     act,
     ensure_services,
     observe_state_claim,
 )
 from dataflow_operator.controller.shared.dataflow_logic import status_patch
+from dataflow_operator.controller.shared.observation import PodObservation, observe_pod
 from dataflow_operator.controller.shared.registry import ReplicaRuntime
 from dataflow_operator.controller.shared.state import OperatorState, now_ms
 from dataflow_operator.controller.status_conditions import from_api, to_api
