@@ -85,9 +85,9 @@ def run_once(
     spark: object, label: str, offset: Duration | None, *, rows: int, batches: int, work: Path
 ) -> Figures:
     """One replica run over the generated batches; returns its figures."""
-    from dataflow_operator.runtime.cli.insert import insert_rows
     from dataflow_operator.runtime.engine.config import EngineConfig
     from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+    from dataflow_operator.runtime.inserts import insert_rows
 
     root = work / label.replace(" ", "-")
     shutil.rmtree(root, ignore_errors=True)

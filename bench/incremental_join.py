@@ -214,7 +214,7 @@ def _staged(args: argparse.Namespace, staging: Path, rng: random.Random) -> list
     """The facts the feeder will insert, written beforehand (so that making them does not
     take the cores the dataflow runs on): one JSON-lines file per :data:`FEED_PERIOD`,
     with its row count."""
-    from dataflow_operator.runtime.cli.insert import insert_rows
+    from dataflow_operator.runtime.inserts import insert_rows
 
     per_file = max(1, round(args.rate * FEED_PERIOD))
     staged: list[tuple[Path, int]] = []
@@ -230,10 +230,10 @@ def _staged(args: argparse.Namespace, staging: Path, rng: random.Random) -> list
 def _lag(args: argparse.Namespace, work: Path) -> list[tuple[int, float, float]]:
     """(history rows, lag seconds, step seconds) after each wall-clock step while a feeder
     inserts ``--rate`` fact rows a second, until the history is ``--growth`` x ``--facts``."""
-    from dataflow_operator.runtime.cli.insert import insert_rows
     from dataflow_operator.runtime.engine.config import EngineConfig
     from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
     from dataflow_operator.runtime.engine.warm_up import warm_up
+    from dataflow_operator.runtime.inserts import insert_rows
     from dataflow_operator.runtime.session import spark_session
     from dataflow_operator.runtime.storage import Location
 

@@ -18,8 +18,12 @@ from lupa import LuaRuntime
 from dataflow_operator.api.dataflow import DataflowStatus
 from dataflow_operator.api.protocol import DataflowReport
 from dataflow_operator.api.replica import ReplicaStatus
-from dataflow_operator.controller.dataflow.logic import ReplicaSeen, Validity, dataflow_status
 from dataflow_operator.controller.replica.logic import DEGRADED, EXPIRED, PROGRESSING, READY
+from dataflow_operator.controller.shared.dataflow_logic import (
+    ReplicaSeen,
+    Validity,
+    dataflow_status,
+)
 from dataflow_operator.controller.status_conditions import to_api
 from dataflow_operator.core import errors
 from dataflow_operator.core.conditions import Condition, ConditionStatus

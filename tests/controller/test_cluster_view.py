@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from dataflow_operator.controller.dataflow.views import ClusterViews
+from dataflow_operator.controller.shared.views import ClusterViews
 
 
 def body(name: str, sql: str = "SELECT x FROM a", **metadata: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataflow_operator.api.dataflow import (
     SourceStatus,
 )
 from dataflow_operator.api.protocol import DataflowReport
-from dataflow_operator.controller.dataflow.logic import (
+from dataflow_operator.controller.shared.dataflow_logic import (
     ReplicaSeen,
     Validity,
     dataflow_status,

@@ -14,7 +14,7 @@ from dataflow_operator.controller.replica.logic import (
     ReplicaView,
     decide,
 )
-from dataflow_operator.controller.replica.observation import PodObservation, PodPhase
+from dataflow_operator.controller.shared.observation import PodObservation, PodPhase
 from tests.controller.test_replica_logic import (
     CONFIG,
     HOUR,

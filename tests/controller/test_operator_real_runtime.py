@@ -34,7 +34,7 @@ from dataflow_operator.api.protocol import ReplicaPhase, ReplicaReport
 from dataflow_operator.controller.control_client import auth_headers
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.core.durations import parse_duration
-from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.inserts import insert_rows
 from tests.controller.harness import Cluster, new_object, running_status, wait_for
 from tests.jvm import TEST_SPARK_CONF
 

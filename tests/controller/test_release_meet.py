@@ -13,7 +13,7 @@ from dataflow_operator.api.protocol import (
     ReplicaReport,
     SourceRelease,
 )
-from dataflow_operator.controller.dataflow.release_meet import release_meet
+from dataflow_operator.controller.shared.release_meet import release_meet
 
 
 def _desired(clean: str = "Delete") -> DesiredDataflows:

@@ -17,7 +17,7 @@ from dataflow_operator.controller.replica.logic import (
     ReplicaView,
     decide,
 )
-from dataflow_operator.controller.replica.observation import (
+from dataflow_operator.controller.shared.observation import (
     ClaimObservation,
     PodObservation,
     PodPhase,

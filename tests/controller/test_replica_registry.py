@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
-from dataflow_operator.controller.replica.registry import AttemptLink, ReplicaRegistry
+from dataflow_operator.controller.shared.registry import AttemptLink, ReplicaRegistry
 
 pytestmark = pytest.mark.asyncio  # asyncio.Event needs a loop on older Pythons
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from dataflow_operator.controller.dataflow.status_queue import Marked, StatusQueue
+from dataflow_operator.controller.shared.status_queue import Marked, StatusQueue
 
 pytestmark = pytest.mark.asyncio
 

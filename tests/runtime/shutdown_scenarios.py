@@ -25,10 +25,10 @@ from pyspark.sql import SparkSession
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.protocol import ReplicaReport
 from dataflow_operator.core.time import format_timestamp, parse_timestamp
-from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.engine.running import RunningDataflow
+from dataflow_operator.runtime.inserts import insert_rows
 from dataflow_operator.runtime.token import active_tasks
 
 T = parse_timestamp("2026-01-01T00:00:00Z")

@@ -20,9 +20,9 @@ from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
 from dataflow_operator.core.durations import Duration
 from dataflow_operator.core.time import format_timestamp
-from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+from dataflow_operator.runtime.inserts import insert_rows
 
 pytestmark = pytest.mark.spark
 

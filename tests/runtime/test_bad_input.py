@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from tests.runtime.runs import T, dataflow_manifest, run_replica, table_source, write_manifests
 
 from dataflow_operator.api.injection import EXIT_FAILED
-from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.inserts import insert_rows
 
 pytestmark = pytest.mark.spark
 

@@ -20,10 +20,10 @@ from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.api.injection import EXIT_OK
 from dataflow_operator.api.protocol import DesiredDataflows
 from dataflow_operator.core.time import format_timestamp
-from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.engine.running import BatchOutput
+from dataflow_operator.runtime.inserts import insert_rows
 
 pytestmark = pytest.mark.spark
 

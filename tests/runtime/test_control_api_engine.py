@@ -18,11 +18,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api.protocol import InstallResult, PeekResult, ReplicaReport
-from dataflow_operator.runtime.cli.insert import insert_rows
-from dataflow_operator.runtime.engine.clock import TickPlan
+from dataflow_operator.runtime.clock import TickPlan
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine
 from dataflow_operator.runtime.engine.loop import run_plan
+from dataflow_operator.runtime.inserts import insert_rows
 from dataflow_operator.runtime.serve import ControlServer
 
 pytestmark = pytest.mark.spark

@@ -140,9 +140,9 @@ def test_explain_ids_are_the_ids_the_replica_reports(spark: SparkSession, tmp_pa
     from dataflow_operator.api.catalog import Catalog
     from dataflow_operator.api.dataflow import DataflowSpec
     from dataflow_operator.runtime.cli.explain import explain_dataflow
-    from dataflow_operator.runtime.cli.insert import insert_rows
     from dataflow_operator.runtime.engine.config import EngineConfig
     from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+    from dataflow_operator.runtime.inserts import insert_rows
 
     events = tmp_path / "events"
     now = dt.datetime.now(dt.UTC)

@@ -247,9 +247,9 @@ def test_engine_reports_nodes_hydrating_before_the_dataflow(
     import threading
 
     from dataflow_operator.api.dataflow import DataflowSpec
-    from dataflow_operator.runtime.cli.insert import insert_rows
     from dataflow_operator.runtime.engine.config import EngineConfig
     from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+    from dataflow_operator.runtime.inserts import insert_rows
 
     events = tmp_path / "events"
     for chunk in range(4):

@@ -29,7 +29,7 @@ import pytest
 from tests.runtime.runs import DAY, T, dataflow_manifest, table_source, write_manifests
 
 from dataflow_operator.api import injection
-from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.inserts import insert_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.local_cluster, pytest.mark.slow]
 

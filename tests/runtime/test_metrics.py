@@ -12,7 +12,8 @@ from dataflow_operator.api.protocol import (
     ReplicaPhase,
     ReplicaReport,
 )
-from dataflow_operator.runtime.serve.metrics import ShutdownHistogram, render_metrics
+from dataflow_operator.runtime.engine.shutdowns import ShutdownHistogram
+from dataflow_operator.runtime.serve.metrics import render_metrics
 
 parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client parses")
 

@@ -149,7 +149,7 @@ def test_a_table_s_files_are_folded_and_a_new_replica_still_reads_every_row(
 ) -> None:
     from tests.runtime.runs import table_source
 
-    from dataflow_operator.runtime.cli.insert import insert_rows
+    from dataflow_operator.runtime.inserts import insert_rows
 
     table = tmp_path / "table"
     for i in (1, 2, 3):

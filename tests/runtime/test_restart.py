@@ -18,7 +18,7 @@ from tests.runtime.runs import (
 
 from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_OK
 from dataflow_operator.core.time import format_timestamp
-from dataflow_operator.runtime.cli.insert import insert_rows
+from dataflow_operator.runtime.inserts import insert_rows
 
 pytestmark = pytest.mark.spark
 

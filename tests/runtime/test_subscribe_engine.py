@@ -11,10 +11,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api.protocol import DesiredDataflows
-from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine
 from dataflow_operator.runtime.engine.running import BatchOutput
+from dataflow_operator.runtime.inserts import insert_rows
 from dataflow_operator.runtime.serve import ControlServer
 from dataflow_operator.runtime.values import format_update
 

@@ -16,8 +16,8 @@ import pytest
 from pyspark.sql.types import LongType, StructField
 from tests.runtime.source_rows import rows_read, source_schema
 
-from dataflow_operator.runtime.cli.insert import insert_rows
-from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.clock import ClockFile
+from dataflow_operator.runtime.inserts import insert_rows
 from dataflow_operator.runtime.sources.reader import ChangelogReader
 from dataflow_operator.runtime.sources.table_folds import (
     FOLDS_DIR,

@@ -5,31 +5,24 @@ directly or through the Kubernetes API server's service proxy (:mod:`.kube`), wi
 control token in ``Authorization: Bearer`` and ``X-Dataflow-Token`` directly, and only in
 ``X-Dataflow-Token`` through the service proxy (there ``Authorization`` authenticates the
 user to the API server, which does not pass it on). Every failure is a
-:class:`ClientError` whose message is the one line the command prints.
+:class:`~dataflow_operator.client.control_http.ClientError` whose message is the one
+line the command prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import urllib3
 
-from dataflow_operator.api.protocol import CONTROL_TOKEN_HEADER
+from dataflow_operator.client.control_http import ClientError, auth_headers, check
+from dataflow_operator.client.kube import open_via_service_proxy
 from dataflow_operator.core.time import parse_timestamp
 
-__all__ = ["ClientError", "add_arguments", "iter_lines", "open_endpoint"]
-
-
-class ClientError(Exception):
-    """What failed, in one line; ``status``: the HTTP status that said so, if one did."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
+__all__ = ["add_arguments", "iter_lines", "open_endpoint"]
 
 
 def _timestamp(text: str) -> int:
@@ -104,35 +97,9 @@ def open_endpoint(
         except urllib3.exceptions.HTTPError as error:
             raise ClientError(f"cannot reach {where}: {_reason(error)}") from None
     else:
-        from dataflow_operator.client.kube import open_via_service_proxy
-
         response, where = open_via_service_proxy(args, path, query, token)
     check(response, where)
     return response
-
-
-def auth_headers(token: str | None, *, bearer: bool = True) -> dict[str, str]:
-    """The token in the headers the control API accepts; ``bearer=False`` when
-    ``Authorization`` carries the user's credentials for the Kubernetes API server."""
-    if token is None:
-        return {}
-    headers = {CONTROL_TOKEN_HEADER: token}
-    if bearer:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
-def check(response: urllib3.BaseHTTPResponse, where: str) -> None:
-    """Raise a :class:`ClientError` naming ``where`` unless the response is a success."""
-    if response.status < 400:
-        return
-    text = response.data.decode(errors="replace")
-    try:
-        body = json.loads(text)
-        detail = f"{body['error']}: {body['message']}"
-    except (ValueError, KeyError, TypeError):
-        detail = text.strip().splitlines()[0] if text.strip() else response.reason or ""
-    raise ClientError(f"{where} answered {response.status}: {detail}", response.status)
 
 
 def _reason(error: Exception) -> str:

@@ -30,7 +30,7 @@ from dataflow_operator.api.naming import (
     control_token_secret_name,
     driver_service_name,
 )
-from dataflow_operator.client.connect import ClientError, auth_headers, check
+from dataflow_operator.client.control_http import ClientError, auth_headers, check
 
 __all__ = ["open_via_service_proxy", "pick_replica", "proxy_path"]
 

@@ -12,7 +12,8 @@ import sys
 
 import urllib3
 
-from dataflow_operator.client.connect import ClientError, add_arguments, open_endpoint
+from dataflow_operator.client.connect import add_arguments, open_endpoint
+from dataflow_operator.client.control_http import ClientError
 
 __all__ = ["configure", "run"]
 

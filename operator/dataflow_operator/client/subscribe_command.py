@@ -25,7 +25,8 @@ from types import FrameType
 
 import urllib3
 
-from dataflow_operator.client.connect import ClientError, add_arguments, iter_lines, open_endpoint
+from dataflow_operator.client.connect import add_arguments, iter_lines, open_endpoint
+from dataflow_operator.client.control_http import ClientError
 from dataflow_operator.core.durations import parse_duration
 from dataflow_operator.core.errors import DomainError
 

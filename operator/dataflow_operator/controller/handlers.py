@@ -28,8 +28,8 @@ from dataflow_operator.controller.events import REPORTING_COMPONENT
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.naming import FINALIZER
 from dataflow_operator.controller.replica import kopf_handlers as replica_handlers
+from dataflow_operator.controller.shared.state import OperatorState
 from dataflow_operator.controller.standby import PEERING_LIFETIME
-from dataflow_operator.controller.state import OperatorState
 
 __all__ = ["configure_settings", "dataflow_handlers", "replica_handlers"]
 # dataflow_handlers and replica_handlers are imported for what importing them does:

@@ -15,7 +15,7 @@ expiration and hydration. Its rooms, by what they hold:
   temporal filters, GROUP BY, equi-joins, DISTINCT and set operations run in Spark state
   (``transformWithStateInPandas``), everything else by recompute-and-diff.
 - :mod:`.engine`: one running query per dataflow (:mod:`.engine.running`), its sink, its
-  files (:mod:`.engine.layout`), the replica's clock, the release of consumed input, and
+  files (:mod:`.engine.layout`), the release of consumed input, and
   :class:`~dataflow_operator.runtime.engine.engine.Engine`, which implements
   :class:`~dataflow_operator.runtime.service.ReplicaService`: it computes each dataflow's
   expiration and ``until`` with the core rules and never runs a batch at or past the
@@ -27,6 +27,11 @@ expiration and hydration. Its rooms, by what they hold:
 
 Beside them, what every room shares: :mod:`.session` (the one place that starts Spark),
 :mod:`.storage` (every read and write of the state location), :mod:`.changelog_store`
-(a changelog in Parquet parts), :mod:`.token` (cancellation scopes), :mod:`.values`,
-:mod:`.errors` and :mod:`.service` (the seam between the engine and the control API).
+(a changelog in Parquet parts), :mod:`.clock` (the logical time of each batch, written
+by the engine and read by the sources), :mod:`.inserts` (rows appended to a table),
+:mod:`.token` (cancellation scopes), :mod:`.values`, :mod:`.errors` and :mod:`.service`
+(the seam between the engine and the control API).
+
+Imports go one way: ``cli`` > ``engine`` | ``serve`` > ``strategies`` > ``sources`` >
+what they share (the ``layers`` contracts in ``pyproject.toml`` say it module by module).
 """

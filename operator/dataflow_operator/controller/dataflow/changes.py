@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from dataflow_operator.controller.state import OperatorState
+from dataflow_operator.controller.shared.state import OperatorState
 
 __all__ = ["dataflow_changed", "dataflow_deleted"]
 

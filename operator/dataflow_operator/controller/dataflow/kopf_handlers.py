@@ -16,7 +16,7 @@ import kopf
 from dataflow_operator.api.meta import GROUP, VERSION
 from dataflow_operator.controller.dataflow import changes
 from dataflow_operator.controller.errors import mapped_errors
-from dataflow_operator.controller.state import OperatorState
+from dataflow_operator.controller.shared.state import OperatorState
 
 __all__ = ["DATAFLOWS"]
 

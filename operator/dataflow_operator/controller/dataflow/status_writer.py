@@ -22,18 +22,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from dataflow_operator.api.dataflow import DataflowStatus
-from dataflow_operator.controller.dataflow.logic import (
+from dataflow_operator.controller.dataflow.progress_budget import ProgressBudget, watch_loop_lag
+from dataflow_operator.controller.events import post_event
+from dataflow_operator.controller.kube import ApiError, KubeApi
+from dataflow_operator.controller.rate_limit import TokenBucket
+from dataflow_operator.controller.shared.dataflow_logic import (
     ReplicaSeen,
     dataflow_status,
     status_events,
     status_patch,
 )
-from dataflow_operator.controller.dataflow.progress_budget import ProgressBudget, watch_loop_lag
-from dataflow_operator.controller.dataflow.status_queue import DataflowKey
-from dataflow_operator.controller.events import post_event
-from dataflow_operator.controller.kube import ApiError, KubeApi
-from dataflow_operator.controller.rate_limit import TokenBucket
-from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.status_queue import DataflowKey
 from dataflow_operator.logs import get_logger
 
 __all__ = ["run_status_writer"]

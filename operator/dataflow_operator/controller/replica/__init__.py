@@ -5,6 +5,7 @@
 :mod:`.attempts` (starting, failing and backing off driver attempts), :mod:`.expiry`
 (the expiration restart), :mod:`.handover` (make-before-break) and :mod:`.storage`
 (the state claim); :mod:`.resources` makes the decided objects exist and
-:mod:`.control` talks to each driver attempt's control API; :mod:`.observation` reads
-pods and claims into small values.
+:mod:`.control` talks to each driver attempt's control API. Pods and claims read into
+small values (:mod:`~dataflow_operator.controller.shared.observation`) and the registry
+of what each daemon knows are shared with the Dataflow room.
 """

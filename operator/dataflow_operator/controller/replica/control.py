@@ -18,14 +18,14 @@ from dataflow_operator.api.protocol import (
 )
 from dataflow_operator.api.replica import AttemptPhase, Replica, ReplicaStatus
 from dataflow_operator.controller.control_client import ControlError
-from dataflow_operator.controller.dataflow.release_meet import release_meet
-from dataflow_operator.controller.dataflow.views import ClusterView
 from dataflow_operator.controller.manifests import control_address
 from dataflow_operator.controller.replica.logic import ControlObservation
-from dataflow_operator.controller.replica.observation import PodObservation, PodPhase
-from dataflow_operator.controller.replica.registry import AttemptLink, ReplicaRuntime
 from dataflow_operator.controller.replica.resources import control_token
-from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.observation import PodObservation, PodPhase
+from dataflow_operator.controller.shared.registry import AttemptLink, ReplicaRuntime
+from dataflow_operator.controller.shared.release_meet import release_meet
+from dataflow_operator.controller.shared.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.views import ClusterView
 from dataflow_operator.logs import get_logger
 
 __all__ = ["forget_control", "observation", "poll_attempts", "promote"]

@@ -29,7 +29,6 @@ from dataflow_operator.api.replica import (
     RestartReason,
 )
 from dataflow_operator.api.replica_rules import replica_problems
-from dataflow_operator.controller.dataflow.logic import status_patch
 from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.controller.kube import ApiError, KubeApi
 from dataflow_operator.controller.naming import label_value
@@ -40,14 +39,15 @@ from dataflow_operator.controller.replica.control import (
     promote,
 )
 from dataflow_operator.controller.replica.logic import Decision, ReplicaView, decide
-from dataflow_operator.controller.replica.observation import PodObservation, observe_pod
-from dataflow_operator.controller.replica.registry import ReplicaRuntime
 from dataflow_operator.controller.replica.resources import (
     act,
     ensure_services,
     observe_state_claim,
 )
-from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.dataflow_logic import status_patch
+from dataflow_operator.controller.shared.observation import PodObservation, observe_pod
+from dataflow_operator.controller.shared.registry import ReplicaRuntime
+from dataflow_operator.controller.shared.state import OperatorState, now_ms
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import ConditionStatus, set_condition
 from dataflow_operator.logs import get_logger

@@ -40,7 +40,6 @@ from dataflow_operator.api.replica import (
 )
 from dataflow_operator.controller.manifests import driver_spec_hash, effective_offset
 from dataflow_operator.controller.naming import ANNOTATION_CONTROL_ADDRESS, driver_pod_name
-from dataflow_operator.controller.replica.observation import FATAL_WAITING_REASONS, PodPhase
 from dataflow_operator.controller.replica.view import (
     EXPIRED,
     PROGRESSING,
@@ -48,6 +47,7 @@ from dataflow_operator.controller.replica.view import (
     DecisionBuilder,
     ReplicaView,
 )
+from dataflow_operator.controller.shared.observation import FATAL_WAITING_REASONS, PodPhase
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import format_timestamp
 

@@ -16,8 +16,8 @@ import kopf
 from dataflow_operator.api.meta import GROUP, VERSION
 from dataflow_operator.controller.naming import LABEL_REPLICA, LABEL_ROLE, ROLE_DRIVER
 from dataflow_operator.controller.replica.daemon import run_replica
-from dataflow_operator.controller.replica.observation import PodObservation, observe_pod
-from dataflow_operator.controller.state import OperatorState
+from dataflow_operator.controller.shared.observation import PodObservation, observe_pod
+from dataflow_operator.controller.shared.state import OperatorState
 
 __all__ = ["REPLICAS"]
 

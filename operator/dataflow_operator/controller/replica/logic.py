@@ -53,11 +53,6 @@ from dataflow_operator.controller.replica.expiry import (
     report_expired,
 )
 from dataflow_operator.controller.replica.handover import cut_over
-from dataflow_operator.controller.replica.observation import (
-    FATAL_WAITING_REASONS,
-    PodObservation,
-    PodPhase,
-)
 from dataflow_operator.controller.replica.storage import storage_condition
 from dataflow_operator.controller.replica.view import (
     DEGRADED,
@@ -72,6 +67,11 @@ from dataflow_operator.controller.replica.view import (
     DecisionBuilder,
     EventNote,
     ReplicaView,
+)
+from dataflow_operator.controller.shared.observation import (
+    FATAL_WAITING_REASONS,
+    PodObservation,
+    PodPhase,
 )
 
 __all__ = [

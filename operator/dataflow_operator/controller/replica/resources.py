@@ -27,9 +27,9 @@ from dataflow_operator.controller.manifests import (
 )
 from dataflow_operator.controller.naming import control_token_secret_name, state_claim_name
 from dataflow_operator.controller.replica.logic import ActionKind, Decision
-from dataflow_operator.controller.replica.observation import ClaimObservation, observe_claim
-from dataflow_operator.controller.replica.registry import ReplicaRuntime
-from dataflow_operator.controller.state import OperatorState, now_ms
+from dataflow_operator.controller.shared.observation import ClaimObservation, observe_claim
+from dataflow_operator.controller.shared.registry import ReplicaRuntime
+from dataflow_operator.controller.shared.state import OperatorState, now_ms
 
 __all__ = [
     "act",

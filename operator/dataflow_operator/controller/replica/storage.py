@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.controller.manifests import LOCAL_STATE_URI, quantity_bytes
 from dataflow_operator.controller.naming import state_claim_name
-from dataflow_operator.controller.replica.observation import ClaimObservation
 from dataflow_operator.controller.replica.view import PERSISTENT_STATE, DecisionBuilder
+from dataflow_operator.controller.shared.observation import ClaimObservation
 
 __all__ = ["storage_condition", "storage_conflicts"]
 

@@ -15,7 +15,7 @@ from enum import StrEnum
 from dataflow_operator.api.protocol import ReplicaReport
 from dataflow_operator.api.replica import Replica, ReplicaStatus
 from dataflow_operator.controller.config import OperatorConfig
-from dataflow_operator.controller.replica.observation import ClaimObservation, PodObservation
+from dataflow_operator.controller.shared.observation import ClaimObservation, PodObservation
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import Condition, ConditionStatus, set_condition
 from dataflow_operator.core.time import Timestamp

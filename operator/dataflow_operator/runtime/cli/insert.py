@@ -1,9 +1,9 @@
 """``dataflow-operator insert PATH JSON...``: append rows to a table, atomically.
 
-All the rows of one call land in one new file of the table's directory (a path or a
-URI, as the source's ``path``), written whole (a hidden name renamed into place, or one
-object-store PUT), so a replica reads all of them or none. Each row's time is the time
-of the batch that ingests it.
+The rows of one call land in one new file of the table's directory (a path or a URI,
+as the source's ``path``), written whole by
+:func:`~dataflow_operator.runtime.inserts.insert_rows`: a replica reads all of them or
+none.
 """
 
 from __future__ import annotations
@@ -11,22 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-import uuid
-from pathlib import Path
 
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from dataflow_operator.runtime.storage import Location, StorageError
+from dataflow_operator.runtime.inserts import insert_rows
+from dataflow_operator.runtime.storage import StorageError
 
-__all__ = ["configure", "insert_rows", "run"]
-
-
-def insert_rows(directory: Path | str | Location, rows: list[dict[str, object]]) -> Location:
-    """Write ``rows`` as one JSON-lines file in ``directory`` (created if missing)."""
-    name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
-    target = Location.of(directory).child(name)
-    target.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
-    return target
+__all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

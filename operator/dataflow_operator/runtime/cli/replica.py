@@ -285,7 +285,7 @@ def execute(
     one, serves here and stops serving on return. Returns the exit code; does not stop
     ``spark``.
     """
-    from dataflow_operator.runtime.engine.clock import TickPlan
+    from dataflow_operator.runtime.clock import TickPlan
     from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
     from dataflow_operator.runtime.engine.engine import Engine
     from dataflow_operator.runtime.engine.loop import run_plan

@@ -28,7 +28,7 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
-from dataflow_operator.runtime.engine.clock import TickPlan, atomic_write_text
+from dataflow_operator.runtime.clock import TickPlan, atomic_write_text
 from dataflow_operator.runtime.engine.running import BatchOutput
 from dataflow_operator.runtime.values import format_update
 

@@ -13,8 +13,8 @@ import time as wall
 
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.engine.running import RunningDataflow
+from dataflow_operator.runtime.engine.shutdowns import ShutdownHistogram
 from dataflow_operator.runtime.errors import one_line
-from dataflow_operator.runtime.serve.metrics import ShutdownHistogram
 
 __all__ = ["Drops"]
 

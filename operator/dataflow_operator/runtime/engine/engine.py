@@ -29,7 +29,7 @@ from dataflow_operator.api.protocol import (
 )
 from dataflow_operator.core.time import Timestamp
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.clock import ClockFile
 from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
 from dataflow_operator.runtime.engine.drops import Drops
 from dataflow_operator.runtime.engine.install import DataflowStarter, remove_state

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataflow_operator.api.injection import EXIT_EXPIRED, EXIT_FAILED, EXIT_OK
 from dataflow_operator.core.time import Timestamp, format_timestamp
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.engine.clock import TickPlan
+from dataflow_operator.runtime.clock import TickPlan
 from dataflow_operator.runtime.engine.engine import Engine
 
 __all__ = ["run_plan"]

@@ -21,7 +21,7 @@ from dataflow_operator.api.protocol import DataflowReport
 from dataflow_operator.core.time import Frontier, Timestamp
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
-from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.clock import ClockFile
 from dataflow_operator.runtime.engine.completion import BatchCompletion, Completion
 from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
 from dataflow_operator.runtime.engine.query_conf import query_conf

@@ -23,10 +23,10 @@ from pyspark.sql import SparkSession
 from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.time import Timestamp, format_timestamp
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.cli.insert import insert_rows
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 from dataflow_operator.runtime.errors import one_line
+from dataflow_operator.runtime.inserts import insert_rows
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["STEPS", "WARM_UP", "warm_up"]

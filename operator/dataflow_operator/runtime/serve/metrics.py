@@ -3,14 +3,13 @@
 :func:`render_metrics` turns a :class:`ReplicaReport` and the current time into the text
 exposition format (a one-shot collector over the report, rendered by
 ``prometheus_client``); the control API serves it. Times are in seconds, as Prometheus
-prefers. :class:`ShutdownHistogram` counts how long drops took (the report carries it).
+prefers. How long drops took comes in the report
+(:class:`~dataflow_operator.runtime.engine.shutdowns.ShutdownHistogram` counts it).
 """
 
 from __future__ import annotations
 
-import bisect
 import math
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from dataflow_operator.api.protocol import (
     ShutdownDurations,
 )
 
-__all__ = ["CONTENT_TYPE", "METRICS", "SHUTDOWN_BUCKETS", "ShutdownHistogram", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "METRICS", "render_metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """What ``generate_latest`` writes for these names, as every Prometheus version reads it."""
@@ -98,43 +97,6 @@ METRICS = {
     ),
 }
 """Every metric served, by key: name and help text."""
-
-
-SHUTDOWN_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
-"""Upper bounds (seconds) of the shutdown-duration histogram's buckets (+Inf implied)."""
-
-
-class ShutdownHistogram:
-    """Drop durations, counted into :data:`SHUTDOWN_BUCKETS` (thread-safe)."""
-
-    def __init__(self) -> None:
-        self._counts = [0] * len(SHUTDOWN_BUCKETS)
-        self._total = 0
-        self._sum = 0.0
-        self._lock = threading.Lock()
-
-    def observe(self, seconds: float) -> None:
-        """Count one drop that took ``seconds``."""
-        with self._lock:
-            index = bisect.bisect_left(SHUTDOWN_BUCKETS, seconds)
-            if index < len(self._counts):
-                self._counts[index] += 1
-            self._total += 1
-            self._sum += max(0.0, seconds)
-
-    def model(self) -> ShutdownDurations:
-        """The histogram with cumulative counts, as the report carries it."""
-        with self._lock:
-            cumulative, running = [], 0
-            for count in self._counts:
-                running += count
-                cumulative.append(running)
-            return ShutdownDurations(
-                bounds=list(SHUTDOWN_BUCKETS),
-                counts=cumulative,
-                total=self._total,
-                sum_seconds=self._sum,
-            )
 
 
 def _dataflow_samples(flow: DataflowReport, now_ms: int) -> Iterable[tuple[str, float]]:

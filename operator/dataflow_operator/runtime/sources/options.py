@@ -8,7 +8,7 @@ The columns the reader adds to a source's own are named here too.
 from __future__ import annotations
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.engine.clock import ClockFile
+from dataflow_operator.runtime.clock import ClockFile
 from dataflow_operator.runtime.sources.ingested import IngestedCollection
 from dataflow_operator.runtime.sources.kafka_config import decode_properties
 from dataflow_operator.runtime.sources.logs import INGESTED_DIR

@@ -119,7 +119,7 @@ class ChangelogReader(DataSourceStreamReader):
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, Any]:
         """How far the source can be read now (and the clock's round: see
-        :meth:`~dataflow_operator.runtime.engine.clock.ClockFile.next_round`)."""
+        :meth:`~dataflow_operator.runtime.clock.ClockFile.next_round`)."""
         start = start or self.initialOffset()
         return {**self._latest(start), **self._round(start), "source": self.options.index}
 

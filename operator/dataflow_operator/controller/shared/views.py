@@ -19,13 +19,13 @@ from pydantic import ValidationError
 from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
 from dataflow_operator.api.protocol import DesiredDataflows
-from dataflow_operator.controller.dataflow.logic import (
+from dataflow_operator.controller.errors import describe_validation
+from dataflow_operator.controller.shared.dataflow_logic import (
     Validity,
     desired_dataflows,
     desired_entry,
     validate,
 )
-from dataflow_operator.controller.errors import describe_validation
 from dataflow_operator.core.errors import DomainError
 
 __all__ = ["ClusterView", "ClusterViews"]

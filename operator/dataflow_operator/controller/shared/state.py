@@ -13,11 +13,11 @@ from collections.abc import Iterable
 
 from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.control_client import ControlClient
-from dataflow_operator.controller.dataflow.status_queue import StatusQueue
-from dataflow_operator.controller.dataflow.views import ClusterViews
 from dataflow_operator.controller.kube import KubeApi
 from dataflow_operator.controller.metrics import Metrics
-from dataflow_operator.controller.replica.registry import ReplicaRegistry
+from dataflow_operator.controller.shared.registry import ReplicaRegistry
+from dataflow_operator.controller.shared.status_queue import StatusQueue
+from dataflow_operator.controller.shared.views import ClusterViews
 from dataflow_operator.core.time import Timestamp
 
 __all__ = ["OperatorState", "now_ms"]

@@ -19,7 +19,7 @@ from dataflow_operator.api.dataflow import (
     ReplicaDataflowStatus,
 )
 from dataflow_operator.api.protocol import DataflowReport, DesiredDataflow, DesiredDataflows
-from dataflow_operator.controller.dataflow.release_meet import source_meets
+from dataflow_operator.controller.shared.release_meet import source_meets
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import Condition, set_condition
 from dataflow_operator.core.durations import Duration

@@ -14,7 +14,7 @@ from typing import Any
 
 from dataflow_operator.api.protocol import DataflowReport, ReplicaReport
 from dataflow_operator.controller.metrics import ReplicaSample
-from dataflow_operator.controller.replica.observation import ClaimObservation
+from dataflow_operator.controller.shared.observation import ClaimObservation
 from dataflow_operator.core.time import Timestamp
 
 __all__ = ["AttemptLink", "ReplicaRegistry", "ReplicaRuntime"]
