@@ -3,15 +3,18 @@
 Every relative link in the README and the Markdown pages must name a file that exists
 and, for a Markdown target, a heading in it (GitHub's anchors); the README is for users
 and stays within :data:`README_MAX_LINES`; ``docs/architecture.md``'s layout table names
-exactly the package's subpackages.
+exactly the package's subpackages; ``docs/configuration.md`` lists every operator setting.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
 import pytest
+
+from dataflow_operator.controller.config import ENV_NAMES, add_config_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "operator" / "dataflow_operator"
@@ -115,3 +118,20 @@ def test_the_layout_table_names_exactly_the_subpackages() -> None:
         f"operator/dataflow_operator: missing {sorted(set(subpackages) - set(rows))}, "
         f"no such subpackage {sorted(set(rows) - set(subpackages))}"
     )
+
+
+def test_the_operator_settings_page_lists_every_setting() -> None:
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    flags = {
+        action.dest.removeprefix("config_"): action.option_strings[0]
+        for action in parser._actions
+        if action.dest.startswith("config_")
+    }
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    rows = {
+        match.group(1): match.group(2)
+        for match in re.finditer(r"^\| `(DATAFLOW_\w+)` \| `(--[\w-]+)` \|", page, re.MULTILINE)
+    }
+    expected = {ENV_NAMES[name]: flags[name] for name in ENV_NAMES}
+    assert rows == expected, "docs/configuration.md's table differs from controller/config.py"
