@@ -1,18 +1,26 @@
-"""``dataflow-operator crds``: write or check the generated CRDs."""
+"""``dataflow-operator crds``: write or check the generated CRDs and reference pages."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from dataflow_operator.api.crds import check_files, write_files
+from dataflow_operator.api.environment_page import render_environment
 from dataflow_operator.api.reference import render_reference
 
-__all__ = ["DEFAULT_DIRECTORIES", "REFERENCE", "configure", "run"]
+__all__ = ["DEFAULT_DIRECTORIES", "ENVIRONMENT", "PAGES", "REFERENCE", "configure", "run"]
 
 DEFAULT_DIRECTORIES = [Path("crds"), Path("charts/dataflow-operator/crds")]
 REFERENCE = Path("docs/reference.md")
+ENVIRONMENT = Path("docs/replica-environment.md")
+PAGES: dict[Path, Callable[[], str]] = {
+    REFERENCE: render_reference,
+    ENVIRONMENT: render_environment,
+}
+"""The docs pages generated from ``dataflow_operator.api``, each with its renderer."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,22 +38,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the CRDs (and, by default, the reference page), or with ``--check`` report drift."""
+    """Write the CRDs (and, by default, the generated pages), or with ``--check`` report drift."""
     directories = args.out or DEFAULT_DIRECTORIES
-    with_reference = not args.out
+    pages = {} if args.out else PAGES
     if args.check:
         problems = check_files(directories)
-        if with_reference and (
-            not REFERENCE.exists() or REFERENCE.read_text() != render_reference()
-        ):
-            problems.append(f"{REFERENCE}: out of date with dataflow_operator.api; run `make crds`")
+        problems += [
+            f"{page}: out of date with dataflow_operator.api; run `make crds`"
+            for page, render in pages.items()
+            if not page.exists() or page.read_text() != render()
+        ]
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1 if problems else 0
     for path in write_files(directories):
         print(path)
-    if with_reference:
-        REFERENCE.parent.mkdir(parents=True, exist_ok=True)
-        REFERENCE.write_text(render_reference())
-        print(REFERENCE)
+    for page, render in pages.items():
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(render())
+        print(page)
     return 0

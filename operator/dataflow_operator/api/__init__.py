@@ -5,7 +5,7 @@ chart are generated from them (``dataflow-operator crds``), the operator parses 
 bodies with them, and the replica runtime reads its dataflows through them.
 
 The names below are imported on first use: a command that needs only a constant of
-:mod:`.injection` (``dataflow-operator insert``) does not build the models (0.2 s).
+:mod:`.injection` (``dataflow-operator insert``) does not build the models.
 """
 
 from __future__ import annotations

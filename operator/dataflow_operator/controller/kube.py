@@ -103,8 +103,8 @@ class KubeApi:
         configuration.proxy = configuration.proxy or _environment_proxy(configuration.host)
         api = client.ApiClient(configuration)
         # With trust_env, aiohttp looks up ~/.netrc and the proxy variables in a thread
-        # on every request (18% of py-spy's samples of the operator at 10,000 Dataflows
-        # were in those threads). The proxy is resolved once above, and no API server
+        # on every request (a large share of the operator's time at scale:
+        # bench/RESULTS.md). The proxy is resolved once above, and no API server
         # authenticates by netrc.
         api.rest_client.pool_manager._trust_env = False
         return cls(api, key_directory)

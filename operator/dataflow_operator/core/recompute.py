@@ -38,7 +38,7 @@ def recompute_reason(query: exp.Query) -> str:
         reason = check(query)
         if reason is not None:
             return reason
-    return "its shape has no incremental strategy (see the README's table of shapes)"
+    return "its shape has no incremental strategy (see docs/incremental.md)"
 
 
 def _recursion(query: exp.Query) -> str | None:

@@ -16,23 +16,9 @@ carries no owner reference of its own: executors go with their driver, the drive
 the Replica. The operator injects the attempt's start time and expiration offset, as
 environment variables and as Spark conf (names in :mod:`dataflow_operator.api.injection`).
 
-Injected environment of the driver container:
-
-==================================  ==================================================
-``DATAFLOW_REPLICA_START_TIME_MS``  attempt start, epoch milliseconds
-``DATAFLOW_REPLICA_START_TIME``     the same, RFC 3339
-``DATAFLOW_EXPIRATION_OFFSET``      offset in force (``21d``; ``0`` disables)
-``DATAFLOW_REPLICA``/``_NAMESPACE``  the Replica
-``DATAFLOW_CLUSTER``/``_ATTEMPT``   its cluster and the attempt number
-``DATAFLOW_CONTROL_ADDRESS``        ``0.0.0.0:PORT`` the control API listens on
-``DATAFLOW_CONTROL_TOKEN_FILE``     ``/var/run/dataflow/control/token`` (the Secret)
-``DATAFLOW_SPARK_MASTER``           ``k8s://https://kubernetes.default.svc``, or
-                                    ``local[N]`` with ``executor.instances: 0``
-``DATAFLOW_SPARK_CONF``             every Spark setting below, as a JSON object
-``DATAFLOW_STATE_URI``              the attempt's state (see below)
-``DATAFLOW_STATE_KEEP``             a successor's predecessor's state (see below)
-``DATAFLOW_EXECUTOR_POD_TEMPLATE``  the executor pod template, JSON (with executors)
-==================================  ==================================================
+The driver container's injected environment is listed, with what each variable means, in
+:data:`dataflow_operator.api.injection.INJECTED` (and ``docs/replica-environment.md``,
+generated from it).
 
 The state location holds the runtime's checkpoints and changelogs, reached by the driver
 and every executor. With ``spec.stateUri`` it is that URI (credentials from

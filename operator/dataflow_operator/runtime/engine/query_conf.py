@@ -27,10 +27,9 @@ LOCAL_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
 """Spark's default manager goes through Hadoop's ``FileContext``, whose renames are atomic
-on HDFS. On a local file system a rename is atomic either way, and the state commit of a
-one-row temporal filter (Spark's ``commitTimeMs``) took 278-433 ms in its first batch and
-125-177 ms in the next through ``FileContext``, against 150-182 ms and 4-9 ms through
-``FileSystem`` (a replica's one-row dataflow, on this project's machine)."""
+on HDFS. On a local file system a rename is atomic either way, and a state commit
+(Spark's ``commitTimeMs``) is much shorter through ``FileSystem`` than through
+``FileContext`` (``bench/RESULTS.md``)."""
 
 
 def query_conf(checkpoint: Location, state_partitions: int) -> dict[str, str]:

@@ -2,12 +2,12 @@
 
 A replica's first streaming query pays once for what every later query reuses: the
 driver JVM compiling Spark's planning and state store paths, RocksDB's native library,
-the Python workers and their imports. On this project's 2-core machine a one-row
-temporal filter hydrated 12–17 s after its PUT as a replica's first dataflow, about 4 s
-as its second (``bench/freshness.py``). So before it attaches its engine to the control
-API, a replica runs one small dataflow of its own, a temporal filter over a one-row
-table (a ``transformWithStateInPandas`` operator, as every incremental strategy runs),
-for :data:`STEPS` steps, then drops it and removes what it wrote.
+the Python workers and their imports, so a replica's first dataflow hydrates several
+times slower than its second (figures in ``bench/RESULTS.md``). So before it attaches its
+engine to the control API, a replica runs one small dataflow of its own, a temporal
+filter over a one-row table (a ``transformWithStateInPandas`` operator, as every
+incremental strategy runs), for :data:`STEPS` steps, then drops it and removes what it
+wrote.
 
 It runs in ``<state>/warm-up`` (beside ``dataflows/``; a Dataflow's name never reaches
 this folder), because executors in other pods reach the state location and nothing
@@ -39,12 +39,10 @@ WARM_UP = "warm-up"
 STEPS = 6
 """The warm-up dataflow's steps: its first (complete: two batches), then one batch each.
 
-Spark's JIT keeps compiling for the first queries and batches after the first one: in a
-session warmed up with one step, each of the next three one-row temporal filters cost
-6.3, 5.2 and 4.9 s of CPU to hydrate (the JVM's C2 and C1 compiler threads 2.0-2.7 s of
-each); after six steps, 4.0, 3.6 and 4.0 s (measured across the driver's process tree on
-this project's 2-core machine, whatever its load). A step of this one-row dataflow
-costs well under a second on an idle machine."""
+Spark's JIT keeps compiling for the first queries and batches after the first one, so a
+session warmed up with one step still hydrates the next few dataflows with more CPU than
+one warmed up with six (``bench/RESULTS.md``); a step of this one-row dataflow is
+cheap."""
 _SQL = "SELECT id, ts FROM events WHERE mz_now() <= ts + INTERVAL '1 day'"
 
 

@@ -1,8 +1,8 @@
 """A file's updates read by Arrow, column at a time, where Arrow reads them exactly.
 
 Reading a source row by row in Python (:func:`~dataflow_operator.runtime.values.convert`
-per value) costs about 14 µs a row; Arrow parses JSON lines and Parquet in C++ at a small
-fraction of that. But the row-by-row reading defines what a value means (``"12"`` is the
+per value) is slow (``bench/RESULTS.md``); Arrow parses JSON lines and Parquet in C++ at
+a small fraction of that. But the row-by-row reading defines what a value means (``"12"`` is the
 integer 12, a field matches its column whatever its case, a bad value is an error naming
 its row), and Arrow must never read a file otherwise. So :func:`exact_batches` reads a
 file by Arrow only as far as it can tell that Arrow's values are the ones the row-by-row

@@ -97,7 +97,7 @@ class ChangelogReader(DataSourceStreamReader):
         """A table's latest fold seen: its number and its members."""
         if self.options.kind == "kafka":
             # Imported here: Spark starts this reader's runner in a new Python process for
-            # every query, and the Kafka ingest costs 0.15 s of imports (sqlglot, structlog).
+            # every query, and the Kafka ingest's imports (sqlglot, structlog) are heavy.
             from dataflow_operator.runtime.sources.kafka import KafkaIngest
 
             self.kafka = KafkaIngest(self.options, self.fields)

@@ -54,7 +54,8 @@ class GroupTotals(StatefulProcessor):
 
     Spark's pre-init runner unpickles it in a new Python process for every query start,
     to call :meth:`init` only: pandas is imported where rows are handled, not at the
-    module's top (0.3 s of the runner's life, in the first batch's planning).
+    module's top (a part of the runner's life worth saving, in the first batch's
+    planning; ``bench/RESULTS.md``).
     """
 
     def __init__(

@@ -1,9 +1,9 @@
 """Many values per grouping key, kept in a few state entries: :class:`ChunkedMap`.
 
 Every call to Spark's state store from a ``transformWithStateInPandas`` processor is a
-round trip to the JVM, about 0.15-0.25 ms on this machine for a small value. An
-operator that keeps one entry per group, row or join key makes two such calls for each
-one a batch changes (read, write): 10,000 groups cost about 4 s of a batch's task time.
+round trip to the JVM (``bench/RESULTS.md``). An operator that keeps one entry per
+group, row or join key makes two such calls for each one a batch changes (read, write),
+so a batch's task time grows with the groups it changes.
 A :class:`ChunkedMap` keeps the entries of a grouping key (a bucket of groups) in
 ``2**depth`` chunks instead, each one pickled dictionary, and a batch reads and writes
 each chunk it touches once.
@@ -19,10 +19,9 @@ chunks.
 
 It suits small entries (a group's totals, a row's counts), whose cost is the calls. A
 join lays its keys' rows out its own way instead (:mod:`.join_rows`): a key's rows are
-large, and chunked they cost about what they cost alone (measured:
-``bench/incremental_join.py`` at 100,000 and 200,000 facts, 1,000- and 50,000-row
-batches), since what a call costs then grows with the bytes it carries; its keys' metas
-chunked cost more than alone (a 1,000-row batch at 1M facts 1.05 s against 0.86 s).
+large, and chunked they cost about what they cost alone, since what a call costs then
+grows with the bytes it carries; its keys' metas chunked cost more than alone (both
+measured: ``bench/RESULTS.md``).
 """
 
 from __future__ import annotations

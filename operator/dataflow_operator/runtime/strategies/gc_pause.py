@@ -3,8 +3,8 @@
 An operator's batch allocates a tuple or a dictionary per update, hundreds of thousands
 of objects that live until the batch's output is handed over, and none of them in a
 cycle: reference counting frees them all. The cyclic collector still runs every few
-hundred allocations and, as the survivors pile up, walks them again and again (measured
-on the join's processor, bench-like batches: a sixth of its time). Pausing it for the
+hundred allocations and, as the survivors pile up, walks them again and again (a
+measurable share of the join processor's time: ``bench/RESULTS.md``). Pausing it for the
 batch leaves the rare cycle to the next collection after it.
 """
 

@@ -91,19 +91,17 @@ many times the rows taken in so far."""
 
 UNMERGED = 8
 """A side with fewer fragments than this gets a new one as it is: while a side is small,
-merging rewrites more rows than a few more fragments cost to read. Simulated, a side
-growing 25 rows a batch rewrites each row, by the time it has 1,000 rows, 3.3 times when
-merged from its second fragment, 2.7 times from its eighth, 2.1 times merged whole at
-:data:`FRAGMENT_LIMIT`; by 100,000 rows, 6.1, 6.4 and 134 times. Measured
-(``bench/incremental_join.py``, 500,000-row batches over 1M to 9.5M facts): 7.1 s a batch
-merging from the second fragment, 5.9 s from the eighth."""
+merging rewrites more rows than a few more fragments cost to read; a large side merged
+geometrically rewrites each row about log2 of its rows times, against a cost that grows
+with the side when merged whole at :data:`FRAGMENT_LIMIT` (simulated and measured:
+``bench/RESULTS.md``)."""
 
 MERGE_PHASES = 4
 """A side starts merging at :data:`UNMERGED` fragments plus its key's phase (0 to this,
 exclusive: :func:`merge_phase`). Keys that grow alike (a fact stream spread evenly over a
-dimension's keys) would otherwise all merge in the same batches, each then about twice
-as long as the others (measured: ``bench/incremental_join.py``, 500,000-row batches, one
-in eight); spread over phases, those merges fall in different batches."""
+dimension's keys) would otherwise all merge in the same batches, each then much longer
+than the others (``bench/RESULTS.md``); spread over phases, those merges fall in
+different batches."""
 
 ALL_ROWS = ""
 """The row that stands in for a side's rows while they are not read (no row's JSON is

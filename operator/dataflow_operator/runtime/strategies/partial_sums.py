@@ -2,8 +2,8 @@
 
 The aggregate's operator (:class:`~.aggregate.GroupTotals`) applies its input row by row
 in Python, and pyspark hands a ``transformWithStateInPandas`` operator its rows one by
-one too (:mod:`.packed_rows`): for a join with GROUP BY that was about 40% of the Python
-time of a batch (measured: a 250,000-row batch of ``bench/incremental_join.py``). Yet a
+one too (:mod:`.packed_rows`): for a join with GROUP BY that was a large share of the
+Python time of a batch (``bench/RESULTS.md``). Yet a
 batch's rows fall into few groups at few times (250,000 facts at one time into at most
 10,000 groups). :class:`PartialSums`, a ``mapInArrow`` function run in the tasks that
 compute the terms, sums them per group and time with pyarrow's hash aggregation before

@@ -1,11 +1,10 @@
 """Many calls to a ``MapState`` per round trip to the JVM.
 
 Each call a ``transformWithStateInPandas`` processor makes to its state writes one request
-to the state server's socket and waits for the answer. Measured on this machine: 0.13-0.43
-ms a call (the more the machine is loaded, the more), nearly all of it waiting (a JFR
-recording finds the state server's thread idle but for a few samples). The state server
-answers a socket's requests in order, so writing many requests before reading their
-answers costs 0.06-0.08 ms a call. :func:`get_values`, :func:`update_values` and
+to the state server's socket and waits for the answer: nearly all of a call's time is
+waiting (figures in ``bench/RESULTS.md``). The state server answers a socket's requests
+in order, so writing many requests before reading their answers costs a fraction of
+that a call. :func:`get_values`, :func:`update_values` and
 :func:`remove_keys` do that, with the requests Spark's own client builds
 (``pyspark.sql.streaming.map_state_client``), :data:`WINDOW` requests at a time.
 

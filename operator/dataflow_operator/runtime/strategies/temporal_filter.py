@@ -52,7 +52,8 @@ class TemporalFilter(StatefulProcessor):
 
     Spark's pre-init runner unpickles it in a new Python process for every query start,
     to call :meth:`init` only: this module imports pandas and numpy where rows are
-    handled, not at its top (0.3 s of the runner's life, in the first batch's planning).
+    handled, not at its top (a part of the runner's life worth saving, in the first
+    batch's planning; ``bench/RESULTS.md``).
     """
 
     def __init__(
