@@ -77,7 +77,8 @@ def test_changing_the_upstream_restarts_its_readers(spark: SparkSession, tmp_pat
         )
 
     outputs: list[BatchOutput] = []
-    engine = Engine(spark, EngineConfig(tmp_path / "state", T), on_output=outputs.append)
+    config = EngineConfig(tmp_path / "state", T, reset=frozenset({"big", "tens"}))
+    engine = Engine(spark, config, on_output=outputs.append)
     try:
         assert not engine.apply(specs(2)).failed
         engine.step(T)

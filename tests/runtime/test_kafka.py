@@ -130,7 +130,7 @@ def test_a_changed_dataflow_reads_its_kept_collection_then_kafka_after_it(
 
     def run(sql: str, start: int, until: int) -> list[list[str]]:
         manifest = write_manifests(tmp_path / "df.yaml", [dataflow_manifest("feed", sql, sources)])
-        argv = [str(manifest), "--clock", "simulated", "--tick", "1d"]
+        argv = [str(manifest), "--clock", "simulated", "--tick", "1d", "--reset", "feed"]
         argv += ["--state-dir", str(tmp_path / "state"), "--start-time", str(start)]
         result = run_replica(spark, tmp_path, [*argv, "--until", str(until)])
         assert result.code == EXIT_OK, result.err

@@ -129,7 +129,8 @@ def test_a_changed_spec_reads_what_was_released_from_the_ingested_collection(
             {"cluster": "c", "kind": "Index", "sources": [source], "sql": sql}
         )
 
-    engine = Engine(spark, EngineConfig(tmp_path / "state", T, release_upstream=True))
+    config = EngineConfig(tmp_path / "state", T, release_upstream=True, reset=frozenset({"d"}))
+    engine = Engine(spark, config)
     try:
         assert not engine.apply(dataflows_from([("d", spec("SELECT content FROM events"))])).failed
         engine.step(T)

@@ -181,6 +181,14 @@ class ChangelogSource(ReleasedFiles):
     diff_column: str = Field(
         default="diff", min_length=1, description="Column with the update's diff (+n/-n)."
     )
+    lateness: DurationField | None = Field(
+        default=None,
+        description="How late an update may arrive on the wall clock: the source is "
+        "complete through the clock's time minus this, even when no new file arrives "
+        "(a later update's time is advanced to the frontier). Only on the "
+        "EpochMilliseconds timeline. Without it the frontier moves with the files' times "
+        "and the directory's _upper.json (see docs/frontiers.md).",
+    )
 
 
 class DataflowSource(ApiModel):
@@ -378,6 +386,15 @@ class Source(ApiModel):
         if self.dataflow is not None and self.timeline is not None:
             raise ValueError(
                 "a dataflow source carries the timeline of the dataflow it reads; remove 'timeline'"
+            )
+        if (
+            self.changelog is not None
+            and self.changelog.lateness is not None
+            and self.declared_timeline != Timeline.epoch_milliseconds()
+        ):
+            raise ValueError(
+                "changelog.lateness is measured on the wall clock: only for the "
+                "EpochMilliseconds timeline; remove 'lateness' or 'timeline'"
             )
         return self
 

@@ -41,9 +41,10 @@ class ClockFile:
 
     location: Location
 
-    def write(self, time: Timestamp) -> None:
-        """Advance the clock to ``time`` (the round stays)."""
-        self._write(time, self.round())
+    def write(self, time: Timestamp, *, another_round: bool = False) -> None:
+        """Advance the clock to ``time`` (the round stays, or grows by one with
+        ``another_round``: one batch even when ``time`` moves no source)."""
+        self._write(time, self.round() + int(another_round))
 
     def next_round(self) -> None:
         """One more batch at the current time."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time as wall
 from collections.abc import Callable
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from dataflow_operator.api.protocol import DataflowReport, ReplicaReport
 from dataflow_operator.core.time import Timestamp, format_timestamp
@@ -36,11 +36,16 @@ __all__ = [
     "render_dataflow",
     "render_error",
     "render_hydrating",
+    "render_incomplete",
+    "starting_spark",
     "watch_hydration",
 ]
 
 log = get_logger(__name__)
 BAR_WIDTH = 10
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+SPIN_INTERVAL_S = 0.1
+T = TypeVar("T")
 
 
 def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
@@ -78,6 +83,19 @@ def render_batch(number: int, now: Timestamp, report: ReplicaReport) -> str:
 def render_error(name: str, error: str) -> str:
     """A dataflow's error, on its own line."""
     return f"dataflow {name}: {error}"
+
+
+def render_incomplete(report: ReplicaReport, end: Timestamp) -> list[str]:
+    """One line per dataflow whose output is not complete up to ``end`` (a run's last
+    time + 1): how far it is complete. A failed dataflow is told by its error instead."""
+    return [
+        f"dataflow {d.name}: output incomplete at the end: complete up to "
+        f"{format_timestamp(d.frontier[0])}, not {format_timestamp(end)} (its sources' "
+        "frontiers are not that far; a changelog source moves by its files' times, its "
+        "_upper.json or its lateness: see docs/frontiers.md)"
+        for d in report.dataflows
+        if not d.last_error and not d.dropping and d.frontier and d.frontier[0] < end
+    ]
 
 
 def render_hydrating(report: ReplicaReport) -> str | None:
@@ -175,3 +193,45 @@ def watch_hydration(
     thread = threading.Thread(target=watch, name="hydration-progress", daemon=True)
     thread.start()
     return thread
+
+
+def starting_spark(
+    master: str,
+    start: Callable[[], T],
+    err: TextIO,
+    *,
+    spinner: bool,
+    clock: Callable[[], float] = wall.monotonic,
+) -> T:
+    """``start()`` (which starts Spark), told on ``err``: ``starting Spark (MASTER)…``
+    before, ``Spark is up (MASTER, N.N s)`` after; with ``spinner`` (a terminal) a
+    spinner and the seconds so far redrawn on the first line meanwhile."""
+    began = clock()
+    line = f"starting Spark ({master})…"
+    done = threading.Event()
+    spinning: threading.Thread | None = None
+    if spinner:
+
+        def spin() -> None:
+            turn = 0
+            while not done.wait(SPIN_INTERVAL_S):
+                turn += 1
+                frame = SPINNER[turn % len(SPINNER)]
+                err.write(f"\r{frame} {line} {clock() - began:.0f}s")
+                err.flush()
+
+        err.write(line)
+        err.flush()
+        spinning = threading.Thread(target=spin, name="spark-spinner", daemon=True)
+        spinning.start()
+    else:
+        print(line, file=err, flush=True)
+    try:
+        started = start()
+    finally:
+        done.set()
+        if spinning is not None:
+            spinning.join()
+            err.write(f"\r{line}\033[K\n")  # the spinner's line becomes the first line
+    print(f"Spark is up ({master}, {clock() - began:.1f} s)", file=err, flush=True)
+    return started

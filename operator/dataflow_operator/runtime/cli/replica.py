@@ -5,10 +5,12 @@ environment first, then the ``spark.dataflow.*`` twins in ``DATAFLOW_SPARK_CONF`
 command-line flags override both), serves the control API
 (:mod:`dataflow_operator.runtime.serve`) at once (``/healthz`` answers while Spark
 starts, ``/status`` says ``Starting``; ``/readyz``, ``PUT /dataflows`` and the rest
-answer 503 until the engine is up), starts Spark (``DATAFLOW_SPARK_MASTER`` /
-``--master``: ``k8s://…`` in a cluster, ``local[*]`` otherwise; every setting of
-``DATAFLOW_SPARK_CONF`` and ``--conf`` passes through), builds the engine and advances
-the dataflows on the wall clock until:
+answer 503 until the engine is up; then the phase is ``Running``, ``/readyz`` answers
+200 and the log says ``replica ready``, whether or not a desired set came yet), starts
+Spark (``DATAFLOW_SPARK_MASTER`` / ``--master``: ``k8s://…`` in a cluster, ``local[*]``
+otherwise; every setting of ``DATAFLOW_SPARK_CONF`` and ``--conf`` passes through; told
+as ``starting Spark`` and ``Spark is up``), builds the engine and advances the dataflows
+on the wall clock until:
 
 - SIGTERM or SIGINT: stops the queries and exits 0 (graceful);
 - the replica's expiration: exits :data:`~dataflow_operator.api.injection.EXIT_EXPIRED`
@@ -41,7 +43,7 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
-from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
+from dataflow_operator.runtime.cli.progress import BatchProgress, starting_spark, watch_hydration
 from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.serve.starting import StartingService
@@ -91,6 +93,9 @@ class ReplicaConfig:
     every other attempt's state is removed at start."""
     warm_up: bool = True
     """Run a small dataflow of its own before saying ready (:mod:`...engine.warm_up`)."""
+    reset: frozenset[str] = frozenset()
+    """Dataflows that may start over on state made for another spec without a new
+    generation (``--reset``; see :meth:`.Engine.apply`)."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -171,6 +176,7 @@ class ReplicaConfig:
             tick_ms=tick,
             control_token=token,
             keep_state=env.get(injection.ENV_STATE_KEEP),
+            reset=frozenset(getattr(args, "reset", None) or ()),
             warm_up=not args.no_warm_up,
         )
 
@@ -251,6 +257,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tick", help="time between batches (default 1s)")
     parser.add_argument(
+        "--reset",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let dataflow NAME start over on state made for another spec when its desired "
+        "entry has no generation (its old output is not retracted); repeatable",
+    )
+    parser.add_argument(
         "--no-warm-up",
         action="store_true",
         help="say ready without first running a small dataflow to warm Spark up "
@@ -303,6 +317,7 @@ def execute(
             start_time=config.start_time,
             expiration_offset=config.expiration_offset,
             state_partitions=state_partitions(config.master, config.spark_conf),
+            reset=config.reset,
         ),
     )
     expiration = engine.config.expiration
@@ -314,7 +329,7 @@ def execute(
             warm_up(spark, engine.config.state, int(wall.time() * 1000))
         starting.attach(engine)
         log.info(
-            "replica running",
+            "replica ready: Running, /readyz 200; waiting for PUT /dataflows",
             master=config.master,
             state_partitions=engine.config.state_partitions,
         )
@@ -343,6 +358,18 @@ def _console_progress(engine: Engine, stop: threading.Event) -> Callable[[Engine
     progress = BatchProgress(sys.stderr, console=True, interval=CONSOLE_INTERVAL_S)
     watch_hydration(progress, engine.report, stop)
     return lambda engine: progress(engine.report(), engine.now, engine.expired_at is not None)
+
+
+def _start_spark(master: str, start: Callable[[], SparkSession]) -> SparkSession:
+    """Start Spark, told as it starts and once it is up: lines (and a spinner) on a
+    terminal, log events elsewhere."""
+    if console_output():
+        return starting_spark(master, start, sys.stderr, spinner=sys.stderr.isatty())
+    log.info("starting Spark", master=master)
+    began = wall.monotonic()
+    spark = start()
+    log.info("Spark is up", master=master, seconds=round(wall.monotonic() - began, 1))
+    return spark
 
 
 def run(args: argparse.Namespace) -> int:
@@ -374,11 +401,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         from dataflow_operator.runtime.session import spark_session
 
-        spark = spark_session(
-            master=config.master,
-            app_name=f"dataflow-replica-{config.replica}",
-            conf={"spark.ui.showConsoleProgress": "false", **config.spark_conf},
-        )
+        def start() -> SparkSession:
+            return spark_session(
+                master=config.master,
+                app_name=f"dataflow-replica-{config.replica}",
+                conf={"spark.ui.showConsoleProgress": "false", **config.spark_conf},
+            )
+
+        spark = _start_spark(config.master, start)
         spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
         try:
             return execute(config, spark, stop, serving=serving)

@@ -1,7 +1,7 @@
 """``dataflow-operator run FILE...``: one replica in Spark local mode, on a laptop.
 
-Runs the Dataflows of the manifests (those of the first Replica's cluster, if one is
-given) with a simulated or wall clock, prints the changelog of Subscribe dataflows as
+Runs the Dataflows of the manifests (those of one Replica's cluster, if one is given:
+:mod:`.selection`) with a simulated or wall clock, prints the changelog of Subscribe dataflows as
 ``TIME<TAB>DIFF<TAB>col1<TAB>col2…`` on stdout, progress on stderr, and the replica's
 status as JSON to ``--status-file`` after every batch. Exits with
 :data:`~dataflow_operator.api.injection.EXIT_EXPIRED` when the replica expires.
@@ -15,7 +15,7 @@ import logging
 import sys
 import threading
 import time as wall
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -27,7 +27,13 @@ from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
-from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
+from dataflow_operator.runtime.cli.progress import (
+    BatchProgress,
+    render_incomplete,
+    starting_spark,
+    watch_hydration,
+)
+from dataflow_operator.runtime.cli.selection import select
 from dataflow_operator.runtime.clock import TickPlan, atomic_write_text
 from dataflow_operator.runtime.engine.running import BatchOutput
 from dataflow_operator.runtime.values import format_update
@@ -35,13 +41,16 @@ from dataflow_operator.runtime.values import format_update
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from dataflow_operator.api.protocol import ReplicaReport
     from dataflow_operator.runtime.engine.engine import Engine
 
-__all__ = ["configure", "execute", "format_update", "run"]
+__all__ = ["SubscribePrinter", "configure", "execute", "format_update", "run"]
 
 log = get_logger(__name__)
 DEFAULT_STATE_DIR = "state"
 DEFAULT_MASTER = "local[*]"
+INTERRUPTED = 130
+"""The exit code after Ctrl-C."""
 QUIET_LOG_LEVEL = "OFF"
 """Spark's own log level in ``run``: errors are reported as one line per dataflow."""
 CONSOLE_INTERVAL_S = 1.0
@@ -70,7 +79,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         metavar="FILE",
-        help="manifests: the Dataflows of the first Replica's cluster run (all, without one)",
+        help="manifests: the Dataflows of one Replica's cluster run (all, without one; see "
+        "--replica)",
     )
     parser.add_argument(
         "--start-time", type=_timestamp, help="replica start (RFC 3339 or epoch ms; default now)"
@@ -106,17 +116,59 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--status-file", type=Path, help="write the replica status JSON here after each batch"
     )
+    parser.add_argument(
+        "--reset",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let dataflow NAME start over on state made for another spec (its old output "
+        "is not retracted); repeatable",
+    )
+    parser.add_argument(
+        "--replica",
+        metavar="NAME",
+        help="run this Replica's cluster (default: the only Replica given, or of several "
+        "the one of cluster default, else the first)",
+    )
+    parser.add_argument(
+        "--dataflow",
+        metavar="NAME",
+        help="print only this Subscribe's changelog (with several, each line starts with "
+        "its dataflow's name)",
+    )
 
 
-class _Printer:
-    """Writes Subscribe output to a stream as changelog lines."""
+class SubscribePrinter:
+    """Writes Subscribe output to a stream as changelog lines, a step at a time.
 
-    def __init__(self, out: TextIO) -> None:
+    The batches of a step (a dataflow's settle batch, the other dataflows') are gathered
+    and written by :meth:`flush` in time order (a dataflow's own order kept for equal
+    times). ``names``: the Subscribes whose lines are written; with more than one, each
+    line starts with the dataflow's name and a tab.
+    """
+
+    def __init__(self, out: TextIO, names: Collection[str]) -> None:
         self.out = out
+        self.names = frozenset(names)
+        self._pending: list[tuple[int, str, int, tuple[object, ...]]] = []
+        self._lock = threading.Lock()
 
     def __call__(self, output: BatchOutput) -> None:
-        for time, diff, values in output.updates:
-            self.out.write(format_update(time, diff, values) + "\n")
+        """Gather one batch's updates (Spark's thread calls it)."""
+        if output.dataflow not in self.names:
+            return
+        with self._lock:
+            self._pending += [(t, output.dataflow, d, v) for t, d, v in output.updates]
+
+    def flush(self) -> None:
+        """Write what the step's batches emitted, in time order."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        pending.sort(key=lambda update: update[0])  # stable: each batch's order stays
+        prefixed = len(self.names) > 1
+        for time, name, diff, values in pending:
+            line = format_update(time, diff, values)
+            self.out.write(f"{name}\t{line}\n" if prefixed else f"{line}\n")
         self.out.flush()
 
 
@@ -128,14 +180,18 @@ def run(args: argparse.Namespace) -> int:
 
     spark = None
 
-    def session() -> SparkSession:
-        nonlocal spark
-        spark = spark_session(
+    def start() -> SparkSession:
+        started = spark_session(
             master=args.master,
             app_name="dataflow-run",
             conf={"spark.ui.showConsoleProgress": "false"},
         )
-        spark.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
+        started.sparkContext.setLogLevel(QUIET_LOG_LEVEL)
+        return started
+
+    def session() -> SparkSession:
+        nonlocal spark
+        spark = starting_spark(args.master, start, sys.stderr, spinner=sys.stderr.isatty())
         return spark
 
     try:
@@ -155,14 +211,18 @@ def execute(
     manifests, problems = load_paths(args.files)
     for problem in problems:
         print(str(problem), file=err)
-    replicas = [m.resource for m in manifests if isinstance(m.resource, Replica)]
-    replica = replicas[0] if replicas else None
-    dataflows = [
-        m.resource
-        for m in manifests
-        if isinstance(m.resource, Dataflow)
-        and (replica is None or m.resource.spec.cluster == replica.spec.cluster)
-    ]
+    chosen = select(
+        [m.resource for m in manifests if isinstance(m.resource, Replica)],
+        [m.resource for m in manifests if isinstance(m.resource, Dataflow)],
+        replica_name=getattr(args, "replica", None),
+        dataflow_name=getattr(args, "dataflow", None),
+    )
+    if isinstance(chosen, str):
+        print(chosen, file=err)
+        return EXIT_USAGE
+    replica, dataflows = chosen.replica, chosen.dataflows
+    for note in chosen.notes:
+        print(note, file=err)
     if not dataflows:
         print("run: no Dataflow to run in the given files", file=err)
         return EXIT_USAGE
@@ -175,7 +235,7 @@ def execute(
         print("run: --tick must be positive", file=err)
         return EXIT_USAGE
 
-    from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
+    from dataflow_operator.runtime.engine.config import EngineConfig
     from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
     from dataflow_operator.runtime.engine.loop import run_plan
     from dataflow_operator.runtime.engine.partitions import state_partitions
@@ -186,8 +246,10 @@ def execute(
         expiration_offset=offset,
         state_partitions=state_partitions(args.master, {}),
         release_upstream=True,  # a local run is its own cluster: nobody else reads its input
+        reset=frozenset(getattr(args, "reset", None) or ()),
     )
-    engine = Engine(session(), config, on_output=_Printer(out))
+    printer = SubscribePrinter(out, chosen.printed)
+    engine = Engine(session(), config, on_output=printer)
     expiration = config.expiration
     log.info(
         "replica starting",
@@ -205,7 +267,7 @@ def execute(
         interval=0.0 if args.clock == "simulated" else CONSOLE_INTERVAL_S,
         reported=set(result.failed),
     )
-    progress = _Progress(batches, args.status_file)
+    progress = _Progress(batches, args.status_file, printer)
     watching = threading.Event()
     if console:
         watch_hydration(batches, engine.report, watching)
@@ -219,26 +281,44 @@ def execute(
     try:
         code = run_plan(engine, plan, after_batch=progress)
     except KeyboardInterrupt:
-        code = 130
+        code = INTERRUPTED
     finally:
         watching.set()
+        printer.flush()
+        final = engine.report()  # the last state, before the queries stop
         if args.status_file is not None:
-            write_status(engine, args.status_file)  # the last state, before the queries stop
+            write_status(engine, args.status_file)
         engine.close()
-    if engine.expired_at is not None and expiration is not None:
-        print(expired_message(engine.expired_at, expiration), file=err)
+    _tell_end(engine, final, code, err)
     return code
 
 
-class _Progress:
-    """After each batch: report progress (:mod:`~dataflow_operator.runtime.cli.progress`) and
-    write the status file."""
+def _tell_end(engine: Engine, final: ReplicaReport, code: int, err: TextIO) -> None:
+    """The run's last lines: its expiration, or the dataflows whose output it left
+    incomplete (not after an interrupt)."""
+    from dataflow_operator.runtime.engine.config import expired_message
 
-    def __init__(self, progress: BatchProgress, status_file: Path | None) -> None:
+    expiration = engine.config.expiration
+    if engine.expired_at is not None and expiration is not None:
+        print(expired_message(engine.expired_at, expiration), file=err)
+    elif code != INTERRUPTED and engine.now is not None:
+        for line in render_incomplete(final, engine.now + 1):
+            print(line, file=err)
+
+
+class _Progress:
+    """After each step: print its Subscribe lines, report progress
+    (:mod:`~dataflow_operator.runtime.cli.progress`) and write the status file."""
+
+    def __init__(
+        self, progress: BatchProgress, status_file: Path | None, printer: SubscribePrinter
+    ) -> None:
         self.progress = progress
         self.status_file = status_file
+        self.printer = printer
 
     def __call__(self, engine: Engine) -> None:
+        self.printer.flush()  # the step's lines, in time order
         self.progress(engine.report(), engine.now, engine.expired_at is not None)
         if self.status_file is not None:
             write_status(engine, self.status_file)

@@ -34,6 +34,10 @@ class EngineConfig:
     release_upstream: bool = False
     """Release consumed source files (``cleanSource``): only a replica that is its own
     cluster may (a local run); see :mod:`.release`."""
+    reset: frozenset[str] = frozenset()
+    """Dataflows whose output may start over on state made for another spec (``--reset``):
+    the old output is not retracted. Without it only a desired dataflow with a
+    ``generation`` (an edited Kubernetes object) may; see :meth:`.Engine.apply`."""
 
     @property
     def expiration(self) -> Timestamp | None:

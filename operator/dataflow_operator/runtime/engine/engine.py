@@ -33,6 +33,7 @@ from dataflow_operator.runtime.clock import ClockFile
 from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
 from dataflow_operator.runtime.engine.drops import Drops
 from dataflow_operator.runtime.engine.install import DataflowStarter, remove_state
+from dataflow_operator.runtime.engine.layout import DataflowLayout
 from dataflow_operator.runtime.engine.levels import dependency_order, step_levels, upstream_of
 from dataflow_operator.runtime.engine.release import HOLDING, Installed, Releaser, release_all
 from dataflow_operator.runtime.engine.running import BatchOutput, RunningDataflow
@@ -73,12 +74,11 @@ class Engine:
         self.spark = spark
         self.config = config
         self.on_output = on_output
-        self.phase = ReplicaPhase.STARTING
+        self.phase = ReplicaPhase.RUNNING  # Spark is up: it serves (``Starting`` is before)
         self.now: Timestamp | None = None
         self.expired_at: Timestamp | None = None
         self._entries: dict[str, _Entry] = {}
         self._order: list[str] = []
-        self._applied = False
         self._lock = threading.RLock()
         self._step_lock = threading.Lock()
         self.drops = Drops()
@@ -94,8 +94,11 @@ class Engine:
     # --- ReplicaService -------------------------------------------------------------
 
     def ready(self) -> bool:
-        """True once a desired set has been applied."""
-        return self._applied
+        """True while the replica runs (Spark is up, so it takes a desired set, reports
+        and serves); not once it stops or expires. Readiness does not wait for a desired
+        set: the operator sends its set when the control API answers and waits itself
+        for the set's dataflows to hydrate (docs/operations.md)."""
+        return self.phase is ReplicaPhase.RUNNING
 
     def apply(self, desired: DesiredDataflows) -> InstallResult:
         """Converge to ``desired``: install new, reinstall changed, drop removed.
@@ -104,6 +107,13 @@ class Engine:
         sources' marker written) and it is stopped in a thread of its own, reported as
         ``dropping`` until its last task has ended. A reinstall (or a name added again)
         waits for the old run to be gone, since both use the same checkpoint.
+
+        A dataflow whose state was made for another spec (or that reads one whose output
+        starts over) starts over: its old output is not retracted, so whoever holds it
+        would hold both. That happens only when accepted — the dataflow is in the
+        config's ``reset``, or it comes with a ``generation`` (a Dataflow object edited in
+        Kubernetes) — and is logged; otherwise it is refused (a failed install whose error
+        says how to accept it) and its state is kept.
         """
         with self._lock:
             wanted = {d.name: d for d in desired.dataflows}
@@ -128,7 +138,14 @@ class Engine:
                     self._drop(name)
                 self.drops.await_gone(name)  # the same checkpoint: the old run must be gone
                 layout = self.starter.layout(name, wanted[name].spec)
-                if upstream_restarted or self.starter.spec_changed(layout, wanted[name].spec):
+                why = self._restart_reason(catalog, name, layout, restarted)
+                if why is not None:
+                    refusal = self._refused_restart(wanted[name], why)
+                    if refusal is not None:
+                        self._entries[name] = _Entry(wanted[name], None, refusal)
+                        (result.reinstalled if entry is not None else result.installed).append(name)
+                        result.failed[name] = refusal
+                        continue
                     restarted.add(name)  # its output starts over: so do its readers
                 if upstream_restarted:
                     # Its input starts over (a new upstream changelog): so does it.
@@ -138,12 +155,40 @@ class Engine:
                 if error is not None:
                     result.failed[name] = error
             self._order = [n for n in dependency_order(catalog, wanted) if n in wanted]
-            self._applied = True
-            if self.phase is ReplicaPhase.STARTING:
-                self.phase = ReplicaPhase.RUNNING
         for name in result.dropped + result.reinstalled:
             self._notify(name)
         return result
+
+    def _restart_reason(
+        self, catalog: Catalog, name: str, layout: DataflowLayout, restarted: set[str]
+    ) -> str | None:
+        """Why the output of ``name`` would start over on its state; ``None``: it resumes."""
+        spec = catalog.spec(name)
+        if self.starter.spec_changed(layout, spec):
+            return "its state was made for another spec (or runtime version)"
+        upstream = sorted(restarted & set(upstream_of(catalog, name)))
+        if upstream and layout.spec_file.exists():  # it emitted before
+            return f"it reads {', '.join(upstream)}, whose output starts over"
+        return None
+
+    def _refused_restart(self, desired: DesiredDataflow, why: str) -> str | None:
+        """The one line refusing ``desired``'s restart, or ``None`` (and a log) when it is
+        accepted (see :meth:`apply`)."""
+        name = desired.name
+        if name in self.config.reset or desired.generation is not None:
+            log.warning(
+                "dataflow output starts over; what it emitted before is not retracted",
+                dataflow=name,
+                reason=why,
+                generation=desired.generation,
+                accepted="--reset" if name in self.config.reset else "a new generation",
+            )
+            return None
+        log.error("dataflow output would start over; refused", dataflow=name, reason=why)
+        return (
+            f"its output would start over ({why}) without retracting what it emitted "
+            f"before: accept that with --reset {name}, or use another --state-dir"
+        )
 
     def report(self) -> ReplicaReport:
         """The replica and every dataflow's frontier, expiration, state and error."""
@@ -227,7 +272,10 @@ class Engine:
         step returns, at the cost of a second Spark batch (:meth:`RunningDataflow.settle`).
         Without it a step is one batch, and such a dataflow's frontier trails by one step
         (its timers fire in the next step's batch, with the next input): what a clock that
-        ticks every fraction of a second wants. A dataflow's first step is always
+        ticks every fraction of a second wants. That next batch runs even when the step's
+        time moves none of its sources (a changelog source without new files): a dataflow
+        whose last batch held output back (:meth:`RunningDataflow.holding`) is given one
+        more round of the clock with the step's time. A dataflow's first step is always
         complete, so that it hydrates in it.
 
         Dataflows run side by side, level by level: each dataflow is given its time (its
@@ -251,11 +299,16 @@ class Engine:
                 settling = []
                 for running, clock_time in level:
                     first = running.status.as_of is None
+                    # Held output gets its batch now (a complete step settles it below).
+                    held = not (complete or first) and running.holding()
                     if clock_time is not None:
                         running.begin(clock_time)
-                        ClockFile(running.settings.layout.clock).write(clock_time)
+                        clock = ClockFile(running.settings.layout.clock)
+                        clock.write(clock_time, another_round=held)
                     else:
                         running.hydration.wait(running.status.frontier)
+                        if held:
+                            running.settle()
                     if complete or first:  # a new dataflow hydrates in its first step
                         settling.append(running)
                 for running, _ in level:

@@ -196,7 +196,8 @@ class DataflowStarter:
         settings = source.table or source.files or source.changelog
         assert settings is not None
         path = Location.of(settings.path)
-        if not path.is_dir():
+        # A table's directory is made by its first insert: until then it is empty.
+        if source.table is None and not path.is_dir():
             raise InvalidSpec(f"{where}: directory {path} does not exist")
         options |= {"path": path.uri}
         if source.table is not None:
@@ -210,6 +211,8 @@ class DataflowStarter:
                 "time_column": source.changelog.time_column,
                 "diff_column": source.changelog.diff_column,
             }
+            if source.changelog.lateness is not None:
+                options["lateness"] = str(source.changelog.lateness.millis)
         return SourceInput(source.name, settings.schema_, options)
 
 

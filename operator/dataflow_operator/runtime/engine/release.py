@@ -69,7 +69,12 @@ from dataflow_operator.runtime.sources.ingested import (
     IngestedUpper,
 )
 from dataflow_operator.runtime.sources.kafka import READ_ERROR_FILE
-from dataflow_operator.runtime.sources.logs import INGESTED_DIR, read_listing
+from dataflow_operator.runtime.sources.logs import (
+    INGESTED_DIR,
+    TABLE_SUFFIX,
+    read_listing,
+    read_skipped,
+)
 from dataflow_operator.runtime.sources.table_folds import fold_table
 from dataflow_operator.runtime.storage import Location
 
@@ -142,6 +147,8 @@ class Releaser:
         self.groups = GroupCommitter()
         self._progress: dict[str, dict[str, _Progress]] = {}
         """Dataflow → source → what was last seen of it."""
+        self._skipped: set[tuple[str, str]] = set()
+        """``(directory, file)`` of the tables' skipped files already warned of."""
         self._last = -1e9
 
     def due(self, *, force: bool = False) -> bool:
@@ -180,6 +187,8 @@ class Releaser:
                 continue
             directory = reader.directory
             assert directory is not None
+            if reader.source.table is not None:
+                self._warn_skipped(reader, directory)
             done: list[str] = []
             if reader.source.table is not None or reader.source.clean_source is not CleanSource.OFF:
                 listed_by = self._listing_frontier(reader, progress.committed)
@@ -191,6 +200,18 @@ class Releaser:
                 self._fold(group, force=force)
             else:
                 self._release(group)
+
+    def _warn_skipped(self, reader: SourceReader, directory: Location) -> None:
+        """One warning per file of a table's directory that its readers skip (not rows)."""
+        for name in read_skipped(reader.logs):
+            if (directory.uri, name) not in self._skipped:
+                self._skipped.add((directory.uri, name))
+                log.warning(
+                    f"table file skipped: only {TABLE_SUFFIX} files are rows of a table",
+                    file=str(directory.child(name)),
+                    dataflow=reader.dataflow,
+                    source=reader.source.name,
+                )
 
     def _of(self, reader: SourceReader) -> _Progress:
         flows = self._progress.setdefault(reader.dataflow, {})

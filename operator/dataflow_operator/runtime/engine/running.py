@@ -189,6 +189,14 @@ class RunningDataflow:
                 self._start_query(self.built)
         self._read_progress()
 
+    def holding(self) -> bool:
+        """True when its last batch left its output below its inputs' frontier: complete
+        updates (a just-read row, a due timer) wait for one more batch, which must come
+        even when no input moves (a changelog source without new files)."""
+        if self.built is None or not self.built.stateful or self.failed or self.token.dropped:
+            return False
+        return not self._upper_is_inputs
+
     def settle(self) -> bool:
         """Ask for the batch that completes the output up to the time of the last one;
         True when there is one to :meth:`catch_up` with.
@@ -201,9 +209,7 @@ class RunningDataflow:
         batch or a join's batch whose inputs are in step (:mod:`.completion`): another
         batch could not move it.
         """
-        if self.built is None or not self.built.stateful or self.failed or self.token.dropped:
-            return False
-        if self._upper_is_inputs:
+        if not self.holding():
             return False
         ClockFile(self.settings.layout.clock).next_round()
         return True

@@ -5,7 +5,9 @@ its control API at once over a :class:`StartingService`, which answers for the r
 while it starts (phase ``Starting``, no dataflows, not ready; what needs the engine
 raises :class:`~dataflow_operator.runtime.service.NotReady`, a 503 that the operator
 retries) and hands every call to the engine once :meth:`StartingService.attach` is
-called.
+called: from then on the replica is ``Running`` and ready (``/readyz`` 200), with or
+without a desired set (readiness means "Spark is up and the control API serves"; the
+operator waits for its set's dataflows to hydrate itself; docs/operations.md).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ tasks read each row's time and diff. Both name the file and row of a bad value.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,12 @@ from dataflow_operator.runtime.sources.options import SourceOptions
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert
 
-__all__ = ["newest_integer", "newest_time", "time_and_diff"]
+__all__ = ["PRODUCER_UPPER", "newest_integer", "newest_time", "producer_upper", "time_and_diff"]
+
+PRODUCER_UPPER = "_upper.json"
+"""A changelog directory's progress file: ``{"upper": ms, ...}``, replaced atomically by
+its producer once every update at a time below ``upper`` is in the directory's files (a
+MaterializedView's sink writes it so, with its ``batch``)."""
 
 
 def time_and_diff(record: dict[str, Any], options: SourceOptions, where: str) -> tuple[int, int]:
@@ -77,3 +83,14 @@ def newest_integer(file: Location, file_format: str, column: str) -> int | None:
     except (pa.ArrowException, KeyError, ValueError):
         return None
     return newest
+
+
+def producer_upper(directory: Location) -> int | None:
+    """The upper in ``directory``'s :data:`PRODUCER_UPPER`; ``None`` when there is none or
+    it does not hold an integer ``upper``."""
+    try:
+        text = directory.child(PRODUCER_UPPER).read_text_or_none()
+        upper = json.loads(text)["upper"] if text else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return upper if isinstance(upper, int) and not isinstance(upper, bool) else None

@@ -3,7 +3,8 @@
 - ``files.log``: every file of the source's directory the reader has seen, in order,
   with when the listing that first saw it was taken (:func:`read_listing`);
 - :data:`HELD_FILE`: the changelog input held back at the expiration (:class:`HeldInput`);
-- :data:`INGESTED_DIR`: the ingested collection (:mod:`.ingested`).
+- :data:`INGESTED_DIR`: the ingested collection (:mod:`.ingested`);
+- :data:`SKIPPED_LOG`: a table's files that are not rows (:func:`table_rows_files`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ __all__ = [
     "FILES_LOG",
     "HELD_FILE",
     "INGESTED_DIR",
+    "SKIPPED_LOG",
+    "TABLE_SUFFIX",
     "HeldInput",
     "list_data_files",
     "read_listing",
+    "read_skipped",
     "records",
     "suffix_of",
+    "table_rows_files",
 ]
 
 FILES_LOG = "files.log"
@@ -34,6 +39,10 @@ INGESTED_DIR = "ingested"
 """The ingested collection's directory in a source's logs."""
 HELD_FILE = "held.json"
 """Where a changelog source records the input it holds back at the expiration."""
+SKIPPED_LOG = "skipped.log"
+"""The files of a table's directory that are not its rows (one name a line, each once)."""
+TABLE_SUFFIX = ".json"
+"""A table's rows are in the JSON-lines files ``insert`` writes; other files are skipped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +71,26 @@ class HeldInput:
 def list_data_files(directory: Location) -> list[str]:
     """Names of the data files of a directory (hidden and ``_`` files are in progress)."""
     return directory.list()
+
+
+def table_rows_files(names: list[str], log_dir: Location) -> list[str]:
+    """The names among a table directory's ``names`` that hold its rows (``.json``); the
+    others (``.tmp``, ``.txt``, ``.csv``…) are skipped, and each is recorded once in
+    :data:`SKIPPED_LOG` (the engine warns of it)."""
+    rows = [name for name in names if name.lower().endswith(TABLE_SUFFIX)]
+    others = [name for name in names if not name.lower().endswith(TABLE_SUFFIX)]
+    if others:
+        known = set(read_skipped(log_dir))
+        new = [name for name in others if name not in known]
+        if new:
+            log_dir.child(SKIPPED_LOG).append_text("".join(f"{name}\n" for name in new))
+    return rows
+
+
+def read_skipped(log_dir: Location) -> list[str]:
+    """The files a table's reader skipped (:func:`table_rows_files`), in order."""
+    text = log_dir.child(SKIPPED_LOG).read_text_or_none() or ""
+    return [line for line in text.splitlines() if line]
 
 
 def read_listing(log_dir: Location) -> list[tuple[str, int]]:

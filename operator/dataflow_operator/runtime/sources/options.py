@@ -49,6 +49,10 @@ class SourceOptions:
         """The dataflow's expiration (``until`` only says how far a restart replays)."""
         self.time_column = options.get("time_column", "time")
         self.diff_column = options.get("diff_column", "diff")
+        lateness = options.get("lateness")
+        self.lateness = int(lateness) if lateness else None
+        """A changelog source's allowed lateness (ms): complete through the clock's time
+        minus it (``None``: only its data and its producer's upper move it)."""
         self.index = int(options.get("source_index", "0"))
         """The source's position in the spec (its offsets say it)."""
         self.bootstrap_servers = options.get("bootstrap_servers", "")

@@ -44,7 +44,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.sources.batches import UpdateColumns
-from dataflow_operator.runtime.sources.changelog_times import newest_time
+from dataflow_operator.runtime.sources.changelog_times import newest_time, producer_upper
 from dataflow_operator.runtime.sources.item_updates import item_batches
 from dataflow_operator.runtime.sources.logs import (
     FILES_LOG,
@@ -52,6 +52,7 @@ from dataflow_operator.runtime.sources.logs import (
     HeldInput,
     list_data_files,
     read_listing,
+    table_rows_files,
 )
 from dataflow_operator.runtime.sources.options import (
     BATCH_TIME,
@@ -137,17 +138,20 @@ class ChangelogReader(DataSourceStreamReader):
                 return start
             return {"upper": recorded.upper, "seq": recorded.batch, "until": self.options.until}
         if kind == "changelog":
+            progress = self._progress_upper()  # before the listing: its files are in it
             listed = _now_ms()
             files = self._sync_files(listed)
             base = self._base(start)
             admitted, newest = self._admit(files[base:])
-            if not admitted and base == start["seq"]:
-                return start
             upper = start["upper"] if newest is None else max(start["upper"], newest + 1)
             if base > start["seq"]:
                 upper = max(upper, self._ingested_upper())
             if base + admitted < len(files):  # some are held back: the listing is not read
                 listed = int(start.get("listed", 0))
+            elif progress is not None:  # every file listed is read: complete to its upper
+                upper = max(upper, progress)
+            if not admitted and base == start["seq"] and upper == start["upper"]:
+                return start
             return {
                 "upper": upper,
                 "seq": base + admitted,
@@ -177,6 +181,25 @@ class ChangelogReader(DataSourceStreamReader):
             return start["seq"]
         recorded = self.options.ingested.read_upper()
         return 0 if recorded is None else recorded.seq
+
+    def _progress_upper(self) -> int | None:
+        """How far a changelog source is complete without new files: the producer's own
+        upper (the directory's ``_upper.json``, as a MaterializedView's sink writes it)
+        and the clock's time + 1 minus the allowed lateness, never past the expiration;
+        ``None`` when neither is known (see docs/frontiers.md)."""
+        bounds = []
+        producer = producer_upper(self.options.path)
+        if producer is not None:
+            bounds.append(producer)
+        now = self.options.clock.read() if self.options.clock else None
+        if self.options.lateness is not None and now is not None:
+            bounds.append(now + 1 - self.options.lateness)
+        if not bounds:
+            return None
+        upper = max(bounds)
+        if self.options.expiration != NO_UNTIL:
+            upper = min(upper, self.options.expiration)
+        return upper
 
     def _ingested_upper(self) -> int:
         recorded = self.options.ingested.read_upper()
@@ -313,6 +336,7 @@ class ChangelogReader(DataSourceStreamReader):
         visible = list_data_files(self.options.path)
         if self.options.kind != "table":
             return visible
+        visible = table_rows_files(visible, self.options.log_dir)
         fold = latest_fold(self.options.path)
         if fold is None:
             return visible
