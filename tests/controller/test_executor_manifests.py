@@ -279,3 +279,19 @@ def test_state_uri_rejects_other_forms_naming_the_field(uri: str, why: str) -> N
     (item,) = error.value.errors()
     assert item["loc"] == ("spec", "stateUri")
     assert why in item["msg"]
+
+
+def address_executors_dial(settings: dict[str, str]) -> str:
+    """The driver address Spark hands executors (BasicExecutorFeatureStep, Spark 4.x):
+    the bind address while spark.kubernetes.executor.useDriverPodIP is true (the default
+    from 4.1), else spark.driver.host."""
+    if settings.get("spark.kubernetes.executor.useDriverPodIP", "true") == "true":
+        return settings["spark.driver.bindAddress"]
+    return settings["spark.driver.host"]
+
+
+@pytest.mark.parametrize("user", [{}, {"spark.kubernetes.executor.useDriverPodIP": "true"}])
+def test_executors_dial_the_attempts_dns_name_not_the_bind_address(user: dict[str, str]) -> None:
+    settings = conf(driver(replica(stateUri=URI, executor={"instances": 2}, sparkConf=user)))
+    assert settings["spark.driver.bindAddress"] == "0.0.0.0"
+    assert address_executors_dial(settings) == "driver-1.r1-attempts.team.svc"
