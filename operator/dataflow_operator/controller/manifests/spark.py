@@ -17,6 +17,7 @@ from dataflow_operator.controller.manifests.common import (
     namespace_of,
     service_account_of,
 )
+from dataflow_operator.controller.manifests.sizing import executor_memory
 from dataflow_operator.controller.naming import (
     EXECUTOR_CONTAINER,
     LABEL_ROLE,
@@ -106,8 +107,10 @@ def _executor_conf(replica: Replica, config: OperatorConfig, attempt: Attempt) -
     if account:
         conf["spark.kubernetes.authenticate.driver.serviceAccountName"] = account
         conf["spark.kubernetes.authenticate.executor.serviceAccountName"] = account
-    if spec.executor.memory_overhead:
-        conf["spark.executor.memoryOverhead"] = memory_to_spark(spec.executor.memory_overhead)
+    # always set: Spark would give a PySpark application's executors in client mode the
+    # overhead of a JVM alone, and their Python workers would take them past the limit
+    overhead_mib = executor_memory(spec.executor).overhead // 2**20
+    conf["spark.executor.memoryOverhead"] = f"{overhead_mib}m"
     for key, value in {**labels, LABEL_ROLE: ROLE_EXECUTOR}.items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
     # the Replica's env (valueFrom included) reaches executors through the pod template
