@@ -190,7 +190,8 @@ def test_driver_mounts_the_control_token_read_only() -> None:
     }
     (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "control-token"]
     assert volume["secret"]["secretName"] == "r1-control-token"
-    assert "control-token" not in json.dumps(template(driver(replica(stateUri=URI))))
+    executors = replica(stateUri=URI, executor={"instances": 1})
+    assert "control-token" not in json.dumps(template(driver(executors)))
 
 
 def test_control_token_secret_is_owned_by_the_replica() -> None:
@@ -222,7 +223,7 @@ def test_executors_on_read_write_once_storage_are_refused() -> None:
 
 
 def test_executors_on_an_empty_dir_are_refused() -> None:
-    (problem,) = problems()  # executor.instances defaults to 1
+    (problem,) = problems(executor={"instances": 1})
     assert problem.startswith("spec.executor.instances: executor.instances is 1 but neither")
     assert "emptyDir" in problem
     assert problems(executor={"instances": 0}) == []
@@ -356,3 +357,30 @@ def test_driver_pod_memory_is_what_the_sizing_says() -> None:
         resources = container(driver(r))["resources"]
         limit = driver_memory(r.spec.driver).limit
         assert resources["limits"]["memory"] == resources["requests"]["memory"] == limit
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},  # the smallest manifest
+        {"expirationOffset": "21d"},
+        {"storage": {"size": "1Gi"}},  # ReadWriteOnce: the driver's alone
+        {"storage": RWX},
+        {"stateUri": URI},
+    ],
+)
+def test_without_a_count_spark_runs_inside_the_driver(spec: dict[str, Any]) -> None:
+    r = replica(**spec)
+    assert replica_problems(r.spec) == []
+    pod = driver(r)
+    assert env(pod)[injection.ENV_SPARK_MASTER] == "local[1]"
+    assert injection.ENV_EXECUTOR_POD_TEMPLATE not in env(pod)
+    assert not [k for k in conf(pod) if k.startswith(("spark.kubernetes.", "spark.executor."))]
+    kubernetes_validate.validate(pod, K8S, strict=True)
+
+
+def test_executors_run_when_asked_for_on_shared_state() -> None:
+    for spec in ({"storage": RWX}, {"stateUri": URI}):
+        r = replica(**spec, executor={"instances": 3})
+        assert replica_problems(r.spec) == []
+        assert conf(driver(r))["spark.executor.instances"] == "3"
