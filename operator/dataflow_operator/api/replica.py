@@ -265,6 +265,12 @@ class ReplicaSpec(ApiModel):
     spark_conf: dict[str, str] = Field(
         default_factory=dict, description="Extra Spark configuration (spark.* keys)."
     )
+    spark_ui: bool = Field(
+        default=True,
+        description="The driver's Spark UI on port 4040 (spark-ui), on the driver Service: "
+        "kubectl port-forward svc/<replica>-driver 4040. false turns it off. Changing it "
+        "restarts the driver (SpecChanged).",
+    )
     env: list[EnvVar] = Field(
         default_factory=list,
         description="Environment of the driver and executors.",
