@@ -85,6 +85,9 @@ ENV_SPARK_CONF = "DATAFLOW_SPARK_CONF"
 for executors, resources, driver host and ports, the Replica's ``sparkConf``, and the
 ``spark.dataflow.*`` twins below. The runtime passes them to its Spark session."""
 
+ENV_SPARK_LOCAL_IP = "SPARK_LOCAL_IP"
+"""Spark's own: the address its driver's services (the Spark UI among them) bind to."""
+
 CONF_START_TIME_MS = "spark.dataflow.replica.startTimeMs"
 """Spark conf twin of :data:`ENV_START_TIME_MS`."""
 CONF_EXPIRATION_OFFSET = "spark.dataflow.replica.expirationOffset"
@@ -157,6 +160,12 @@ INJECTED: tuple[Injected, ...] = (
         None,
         "every Spark setting the operator chose, a JSON object of strings (the Replica's "
         "`sparkConf` included, and the `spark.dataflow.*` twins above)",
+    ),
+    Injected(
+        ENV_SPARK_LOCAL_IP,
+        None,
+        "`0.0.0.0` with the Spark UI on (`spec.sparkUi`, the default), so that the UI "
+        "listens beyond the loopback; absent: the runtime binds to `127.0.0.1`",
     ),
 )
 """What the operator injects into every driver pod, in the order the docs list it."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 from typing import Any
 
 from dataflow_operator.api import injection
@@ -21,14 +20,15 @@ from dataflow_operator.controller.manifests.common import (
     DRIVER_BLOCK_MANAGER_PORT,
     DRIVER_PORT,
     UI_PORT,
+    UI_PORT_NAME,
     Attempt,
     effective_offset,
     image_of,
     namespace_of,
     owner_reference,
-    quantity_bytes,
     service_account_of,
 )
+from dataflow_operator.controller.manifests.sizing import driver_memory
 from dataflow_operator.controller.manifests.spark import spark_conf, spark_master
 from dataflow_operator.controller.manifests.state import (
     pod_security_context,
@@ -66,8 +66,6 @@ CONTROL_TOKEN_VOLUME = "control-token"
 CONTROL_TOKEN_DIR = "/var/run/dataflow/control"
 CONTROL_TOKEN_KEY = "token"
 CONTROL_TOKEN_FILE = f"{CONTROL_TOKEN_DIR}/{CONTROL_TOKEN_KEY}"
-NON_JVM_OVERHEAD_FACTOR = 0.4  # Spark's own factor for Python drivers
-MIN_OVERHEAD_BYTES = 384 * 2**20
 
 
 def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
@@ -89,6 +87,8 @@ def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
     }
     if spec.storage is not None:  # absent from the hash without it: no restart on upgrade
         relevant["stateClaim"] = state_claim_name(replica.metadata.name)
+    if not spec.spark_ui:  # likewise: only a Replica that turns it off changes its hash
+        relevant["sparkUi"] = "off"
     for key, value in (
         ("stateUri", spec.state_uri),
         ("stateCredentials", spec.state_credentials),
@@ -99,15 +99,6 @@ def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
             relevant[key] = value
     encoded = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(encoded.encode()).hexdigest()[:16]
-
-
-def _driver_memory_limit(replica: Replica) -> str:
-    heap = quantity_bytes(replica.spec.driver.memory)
-    if replica.spec.driver.memory_overhead:
-        overhead = quantity_bytes(replica.spec.driver.memory_overhead)
-    else:
-        overhead = max(MIN_OVERHEAD_BYTES, math.ceil(heap * NON_JVM_OVERHEAD_FACTOR))
-    return f"{math.ceil((heap + overhead) / 2**20)}Mi"
 
 
 def _env(
@@ -129,6 +120,10 @@ def _env(
     }
     if attempt.keep_state_dir is not None:
         injected[injection.ENV_STATE_KEEP] = attempt.keep_state_dir
+    if replica.spec.spark_ui:
+        # Spark's UI binds to SPARK_LOCAL_IP, which the replica otherwise sets to the
+        # loopback: all addresses, so that the driver Service (and its proxy) reach it
+        injected[injection.ENV_SPARK_LOCAL_IP] = "0.0.0.0"
     if replica.spec.executor.instances > 0:
         template = build_executor_pod_template(replica)
         injected[injection.ENV_EXECUTOR_POD_TEMPLATE] = json.dumps(template, separators=(",", ":"))
@@ -158,19 +153,26 @@ def build_executor_pod_template(replica: Replica) -> dict[str, Any]:
     ``envFrom``, the Replica's env (``valueFrom`` included) and the state location, the
     security context and the replica's labels. Spark fills in the rest (name, image,
     resources, its own env and volumes) and makes the driver pod the controller owner,
-    so the template carries no owner reference: executors go with their driver.
+    so the template carries no owner reference: executors go with their driver. No
+    service-account token is mounted (executors run user SQL and need no API access),
+    and a failed executor's log tail becomes its termination message.
     """
     spec = replica.spec
     labels = {**standard_labels(replica.metadata.name, spec.cluster), LABEL_ROLE: ROLE_EXECUTOR}
     container: dict[str, Any] = {
         "name": EXECUTOR_CONTAINER,
         "env": _with_user_env(replica, {injection.ENV_STATE_URI: state_uri(replica)}),
+        # a failed executor's log tail becomes its termination message, which the
+        # Replica's status quotes (condition ExecutorsFailing)
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if env_from := _env_from(replica):
         container["envFrom"] = env_from
     if mounts := state_mounts(replica):
         container["volumeMounts"] = mounts
-    pod_spec: dict[str, Any] = {"containers": [container]}
+    # executors run user SQL and never call the API server: no token to steal (they
+    # keep the replica's service account, for a cloud identity bound to it)
+    pod_spec: dict[str, Any] = {"containers": [container], "automountServiceAccountToken": False}
     if volumes := state_volumes(replica):
         pod_spec["volumes"] = volumes
     if security := pod_security_context(replica):
@@ -192,7 +194,7 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
         LABEL_ROLE: ROLE_DRIVER,
         LABEL_ATTEMPT: str(attempt.number),
     }
-    memory = _driver_memory_limit(replica)
+    memory = driver_memory(spec.driver).limit
     container: dict[str, Any] = {
         "name": DRIVER_CONTAINER,
         "image": image_of(replica, config),
@@ -202,7 +204,11 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
             {"name": CONTROL_PORT_NAME, "containerPort": config.control_port, "protocol": "TCP"},
             {"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
             {"name": "block-manager", "containerPort": DRIVER_BLOCK_MANAGER_PORT},
-            {"name": "spark-ui", "containerPort": UI_PORT, "protocol": "TCP"},
+            *(
+                [{"name": UI_PORT_NAME, "containerPort": UI_PORT, "protocol": "TCP"}]
+                if spec.spark_ui
+                else []
+            ),
         ],
         "resources": {
             "requests": {"cpu": str(spec.driver.cores), "memory": memory},
