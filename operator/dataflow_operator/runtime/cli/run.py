@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from dataflow_operator.api.dataflow import Dataflow
 from dataflow_operator.api.injection import EXIT_USAGE
-from dataflow_operator.api.loading import load_paths
+from dataflow_operator.api.loading import duplicate_problems, load_paths
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
@@ -108,6 +108,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """Why the stop arguments cannot make a run, or None (checked before Spark starts)."""
+    if args.batches is not None and args.batches <= 0:
+        return f"--batches must be at least 1, got {args.batches}"
+    if args.until is not None and args.start_time is not None and args.until < args.start_time:
+        return (
+            f"--until {format_timestamp(args.until)} is before --start-time "
+            f"{format_timestamp(args.start_time)}: give a later --until"
+        )
+    return None
+
+
 class _Printer:
     """Writes Subscribe output to a stream as changelog lines."""
 
@@ -153,8 +165,16 @@ def execute(
 ) -> int:
     """The ``run`` command over a Spark session from ``session`` (which it does not stop)."""
     manifests, problems = load_paths(args.files)
+    problems += duplicate_problems(manifests)
     for problem in problems:
         print(str(problem), file=err)
+    if problems:
+        print(f"run: {len(problems)} problem(s) in the given files; nothing ran", file=err)
+        return EXIT_USAGE
+    refused = _argument_problem(args)
+    if refused is not None:
+        print(f"run: {refused}", file=err)
+        return EXIT_USAGE
     replicas = [m.resource for m in manifests if isinstance(m.resource, Replica)]
     replica = replicas[0] if replicas else None
     dataflows = [
