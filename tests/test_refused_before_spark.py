@@ -111,3 +111,38 @@ def test_stop_arguments_that_make_no_run_are_refused_before_spark(
     assert err.splitlines() == [
         next(line for line in err.splitlines() if line.startswith(expected))
     ]
+
+
+@pytest.mark.parametrize("where", ["under a file", "under /proc"])
+def test_a_state_directory_that_cannot_be_made_is_one_line(where: str, tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(_dataflow("d1")))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    state = {"under a file": blocker / "state", "under /proc": Path("/proc/no-such/state")}[where]
+    code, err = _run(str(path), "--state-dir", str(state))
+    assert code == EXIT_USAGE
+    (line,) = err.splitlines()
+    reason = {
+        "under a file": f"{blocker} is a file, not a directory",
+        "under /proc": "No such file or directory (in /proc)",
+    }[where]
+    assert line == (
+        f"run: --state-dir {state}: cannot create it: {reason}; choose one you can write to"
+    )
+
+
+def test_the_replica_command_says_so_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert (
+        main(["replica", "--state-dir", str(blocker / "state"), "--control-address", "127.0.0.1:0"])
+        == EXIT_USAGE
+    )
+    err = capsys.readouterr().err
+    assert (
+        f"replica: state location {blocker / 'state'}: cannot create it: {blocker} is a file" in err
+    )
+    assert "Traceback" not in err

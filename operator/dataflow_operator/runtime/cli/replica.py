@@ -44,6 +44,7 @@ from dataflow_operator.core.names import replica_name_problem
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
+from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.serve.starting import StartingService
@@ -375,6 +376,10 @@ def run(args: argparse.Namespace) -> int:
         config = ReplicaConfig.resolve(args, os.environ)
     except ConfigError as error:
         print(f"replica: {error}", file=sys.stderr)
+        return injection.EXIT_USAGE
+    unusable = state_dir_problem(config.state_dir, "state location")
+    if unusable is not None:
+        print(f"replica: {unusable}", file=sys.stderr)
         return injection.EXIT_USAGE
     stop = threading.Event()
 

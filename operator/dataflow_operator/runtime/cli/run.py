@@ -28,6 +28,7 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
+from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.engine.clock import TickPlan, atomic_write_text
 from dataflow_operator.runtime.engine.running import BatchOutput
 from dataflow_operator.runtime.values import format_update
@@ -171,7 +172,7 @@ def execute(
     if problems:
         print(f"run: {len(problems)} problem(s) in the given files; nothing ran", file=err)
         return EXIT_USAGE
-    refused = _argument_problem(args)
+    refused = _argument_problem(args) or state_dir_problem(args.state_dir, "--state-dir")
     if refused is not None:
         print(f"run: {refused}", file=err)
         return EXIT_USAGE
