@@ -115,7 +115,7 @@ def test_check_and_run_refuse_it_naming_the_field(
     command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "flows.yaml"
-    path.write_text(yaml.safe_dump_all([_manifest("ok"), _manifest(name)]))
+    path.write_text(yaml.safe_dump_all([_manifest(name)]))
     state = tmp_path / "state"
     if command == "check":
         assert main(["check", str(path)]) == 1

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from dataflow_operator.api.dataflow import Dataflow
 from dataflow_operator.api.injection import EXIT_USAGE
-from dataflow_operator.api.loading import duplicate_problems, load_paths
+from dataflow_operator.api.loading import Manifest, duplicate_problems, load_paths
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
@@ -109,8 +109,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _refused(args: argparse.Namespace, manifests: list[Manifest]) -> list[str]:
+    """Why nothing may run, one line each (empty: it may): an object defined twice, or
+    clock and stop arguments that make no run."""
+    twice = [str(problem) for problem in duplicate_problems(manifests)]
+    if twice:
+        return [*twice, "run: an object defined twice is ambiguous; nothing ran"]
+    problem = _argument_problem(args)
+    return [] if problem is None else [f"run: {problem}"]
+
+
 def _argument_problem(args: argparse.Namespace) -> str | None:
     """Why the stop arguments cannot make a run, or None (checked before Spark starts)."""
+    if args.tick is not None and args.tick.is_zero:
+        return "--tick must be positive"
     if args.batches is not None and args.batches <= 0:
         return f"--batches must be at least 1, got {args.batches}"
     if args.until is not None and args.start_time is not None and args.until < args.start_time:
@@ -166,15 +178,11 @@ def execute(
 ) -> int:
     """The ``run`` command over a Spark session from ``session`` (which it does not stop)."""
     manifests, problems = load_paths(args.files)
-    problems += duplicate_problems(manifests)
     for problem in problems:
         print(str(problem), file=err)
-    if problems:
-        print(f"run: {len(problems)} problem(s) in the given files; nothing ran", file=err)
-        return EXIT_USAGE
-    refused = _argument_problem(args) or state_dir_problem(args.state_dir, "--state-dir")
-    if refused is not None:
-        print(f"run: {refused}", file=err)
+    refused = _refused(args, manifests)
+    if refused:
+        print("\n".join(refused), file=err)
         return EXIT_USAGE
     replicas = [m.resource for m in manifests if isinstance(m.resource, Replica)]
     replica = replicas[0] if replicas else None
@@ -192,8 +200,9 @@ def execute(
         offset = replica.spec.expiration_offset
     start = args.start_time if args.start_time is not None else int(wall.time() * 1000)
     tick = args.tick or Duration(1000)
-    if tick.is_zero:
-        print("run: --tick must be positive", file=err)
+    unusable = state_dir_problem(args.state_dir, "--state-dir")
+    if unusable is not None:
+        print(f"run: {unusable}", file=err)
         return EXIT_USAGE
 
     from dataflow_operator.runtime.engine.config import EngineConfig, expired_message
