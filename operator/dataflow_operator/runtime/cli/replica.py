@@ -46,6 +46,7 @@ from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
 from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
+from dataflow_operator.runtime.errors import quiet_query_context_logs
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.serve.starting import StartingService
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
@@ -372,6 +373,7 @@ def _console_progress(engine: Engine, stop: threading.Event) -> Callable[[Engine
 def run(args: argparse.Namespace) -> int:
     """Resolve the configuration, serve, start Spark, and run until stopped or expired."""
     configure_logging()
+    quiet_query_context_logs()
     try:
         config = ReplicaConfig.resolve(args, os.environ)
     except ConfigError as error:

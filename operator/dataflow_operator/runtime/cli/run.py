@@ -31,6 +31,7 @@ from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydratio
 from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.engine.clock import TickPlan, atomic_write_text
 from dataflow_operator.runtime.engine.running import BatchOutput
+from dataflow_operator.runtime.errors import quiet_query_context_logs
 from dataflow_operator.runtime.values import format_update
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the replica in a Spark session of its own; see the module docstring."""
     configure_logging()
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    quiet_query_context_logs()
     from dataflow_operator.runtime.session import spark_session
 
     spark = None
