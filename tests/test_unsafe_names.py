@@ -30,10 +30,7 @@ from dataflow_operator.runtime.cli import replica as replica_command
 from dataflow_operator.runtime.cli import run as run_command
 from dataflow_operator.runtime.engine.layout import DataflowLayout
 from dataflow_operator.runtime.serve import ControlServer
-from dataflow_operator.runtime.storage import (
-    Location,
-    UnsafePath,  # type: ignore[attr-defined]
-)
+from dataflow_operator.runtime.storage import Location, UnsafePath
 from tests.runtime.fake_replica import FakeReplica
 
 UNSAFE = {
@@ -195,3 +192,17 @@ def test_a_symbolic_link_out_of_the_state_root_is_refused(tmp_path: Path) -> Non
     with pytest.raises(UnsafePath, match="not under"):
         DataflowLayout.of(Location.of(tmp_path / "state"), "d1")
     assert DataflowLayout.of(Location.of(tmp_path / "state"), "d2").root.name == "d2"
+
+
+@pytest.mark.parametrize("name", list(UNSAFE.values()), ids=list(UNSAFE))
+@pytest.mark.parametrize("command", ["peek", "subscribe"])
+@pytest.mark.parametrize("argument", ["NAME", "--replica"])
+def test_peek_and_subscribe_refuse_it_before_any_request(
+    command: str, argument: str, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [command, name] if argument == "NAME" else [command, "d1", "--replica", name]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--address", "127.0.0.1:9"])
+    assert exited.value.code == EXIT_USAGE
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert f"argument {argument}: " in line
