@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -40,9 +39,9 @@ from dataflow_operator.api import injection
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.expiration import replica_expiration
-from dataflow_operator.core.names import replica_name_problem
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
+from dataflow_operator.runtime.cli.attempt_names import attempt_names
 from dataflow_operator.runtime.cli.progress import BatchProgress, watch_hydration
 from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
@@ -136,16 +135,10 @@ class ReplicaConfig:
             parse_address(address)
         except ValueError as error:
             raise ConfigError(str(error)) from None
-        replica = _replica_name(args.replica, env.get(injection.ENV_REPLICA))
-        attempt = env.get(injection.ENV_ATTEMPT) or None
-        if attempt is not None and not attempt.isdecimal():
-            raise ConfigError(f"{injection.ENV_ATTEMPT} {attempt!r}: not an attempt number")
-        keep_state = env.get(injection.ENV_STATE_KEEP)
-        if keep_state is not None and not re.fullmatch(injection.STATE_DIR_PATTERN, keep_state):
-            raise ConfigError(
-                f"{injection.ENV_STATE_KEEP} {keep_state!r}: not '' or "
-                f"'{injection.STATE_ATTEMPTS_DIR}/N' (a state directory below the location)"
-            )
+        try:
+            replica, attempt, keep_state = attempt_names(args.replica, env)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         state_dir = _first(
             args.state_dir, env.get(injection.ENV_STATE_URI), env.get(injection.ENV_STATE_DIR)
         ) or str(Path(tempfile.gettempdir()) / "dataflow-replica" / replica)
@@ -186,18 +179,6 @@ class ReplicaConfig:
             keep_state=keep_state,
             warm_up=not args.no_warm_up,
         )
-
-
-def _replica_name(flag: str | None, variable: str | None) -> str:
-    """The Replica's name (``local`` without one); it names the default state directory,
-    so it must be a Replica name (:func:`~dataflow_operator.core.names.replica_name_problem`)."""
-    for source, name in (("--replica", flag), (injection.ENV_REPLICA, variable)):
-        if name:
-            problem = replica_name_problem(name)
-            if problem is not None:
-                raise ConfigError(f"{source}: {problem}")
-            return name
-    return "local"
 
 
 def write_pod_template(text: str) -> Path:
