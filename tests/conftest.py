@@ -21,11 +21,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from tests.jvm import TEST_SPARK_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+settings.register_profile("dataflow", deadline=None)
+settings.load_profile("dataflow")
+"""Hypothesis checks what examples give, not how fast: on a busy 2-core machine a
+deadline fails a correct example."""
 
 TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local[2]")
 CLUSTER_MASTER = "local-cluster[2,1,1024]"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dataflow_operator.api.catalog import Catalog
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
-from dataflow_operator.api.loading import Manifest, Problem, load_paths
+from dataflow_operator.api.loading import Manifest, Problem, defined_again, load_paths
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.api.replica_rules import replica_problems
 
@@ -30,28 +30,18 @@ def check_manifests(
     ``context`` holds objects that already exist (they resolve references) and whose own
     problems are not reported.
     """
-    problems: list[Problem] = []
-    seen: dict[tuple[str, str, str], str] = {}
+    again = defined_again(manifests)
+    problems = list(again.values())
     scopes: dict[tuple[str, str], dict[str, DataflowSpec]] = defaultdict(dict)
     for manifest in [*context, *manifests]:
         if isinstance(manifest.resource, Dataflow):
             scopes[_scope(manifest.resource)][manifest.resource.metadata.name] = (
                 manifest.resource.spec
             )
-    for manifest in manifests:
+    for position, manifest in enumerate(manifests):
         resource = manifest.resource
-        key = (resource.kind, resource.metadata.namespace or "default", resource.metadata.name)
-        if key in seen:
-            problems.append(
-                Problem(
-                    manifest.file,
-                    manifest.label,
-                    "metadata.name",
-                    f"defined twice (also in {seen[key]})",
-                )
-            )
+        if position in again:
             continue
-        seen[key] = manifest.file
         if isinstance(resource, Dataflow):
             catalog = Catalog(scopes[_scope(resource)])
             problems.extend(

@@ -9,16 +9,27 @@ from pathlib import Path
 
 from dataflow_operator.api.crds import check_files, write_files
 from dataflow_operator.api.environment_page import render_environment
+from dataflow_operator.api.protocol_doc import render_control_api
 from dataflow_operator.api.reference import render_reference
 
-__all__ = ["DEFAULT_DIRECTORIES", "ENVIRONMENT", "PAGES", "REFERENCE", "configure", "run"]
+__all__ = [
+    "CONTROL_API",
+    "DEFAULT_DIRECTORIES",
+    "ENVIRONMENT",
+    "PAGES",
+    "REFERENCE",
+    "configure",
+    "run",
+]
 
 DEFAULT_DIRECTORIES = [Path("crds"), Path("charts/dataflow-operator/crds")]
 REFERENCE = Path("docs/reference.md")
 ENVIRONMENT = Path("docs/replica-environment.md")
+CONTROL_API = Path("docs/control-api.md")
 PAGES: dict[Path, Callable[[], str]] = {
     REFERENCE: render_reference,
     ENVIRONMENT: render_environment,
+    CONTROL_API: render_control_api,
 }
 """The docs pages generated from ``dataflow_operator.api``, each with its renderer."""
 

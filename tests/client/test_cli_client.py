@@ -405,3 +405,12 @@ def test_subscribe_without_reconnecting_ends_with_the_reason(
     out, err = process.communicate(timeout=30)
     assert process.returncode == 1 and out == ""
     assert err.startswith("subscribe: the replica ended the stream: ShuttingDown")
+
+
+@pytest.mark.parametrize("command", ["peek", "subscribe"])
+def test_without_a_kubeconfig_the_line_suggests_address(command: str, tmp_path: Path) -> None:
+    done = cli(command, "d1", env=clean_env(HOME=str(tmp_path)))
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"{command}: loading the kubeconfig: ")
+    assert "reach the replica's control API directly with --address HOST:PORT" in line

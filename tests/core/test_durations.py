@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dataflow_operator.core.durations import Duration, parse_duration
+from dataflow_operator.core.durations import MAX_DURATION, Duration, parse_duration
 from dataflow_operator.core.errors import InvalidDuration
 
 DAY = 86_400_000
@@ -52,7 +52,7 @@ def test_rejected_with_a_reason(text: str | int, reason: str) -> None:
         parse_duration(text)
 
 
-@given(st.integers(0, 10**13))
+@given(st.integers(0, MAX_DURATION))
 def test_canonical_form_round_trips(millis: int) -> None:
     assert parse_duration(str(Duration(millis))).millis == millis
 
@@ -60,3 +60,10 @@ def test_canonical_form_round_trips(millis: int) -> None:
 def test_canonical_form_is_compact() -> None:
     assert str(parse_duration("P21DT1H")) == "21d1h"
     assert str(Duration(0)) == "0"
+
+
+def test_a_duration_longer_than_the_longest_accepted_is_one_clear_error() -> None:
+    assert parse_duration("36500d").millis == MAX_DURATION
+    for text in ("36501d", "99999999999999999999999d", "P99999999999999999999D"):
+        with pytest.raises(InvalidDuration, match="is longer than 36500d"):
+            parse_duration(text)

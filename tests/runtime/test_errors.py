@@ -11,7 +11,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.functions import udf
 
-from dataflow_operator.runtime.errors import is_data_error, one_line, spark_chain
+from dataflow_operator.runtime.errors import (
+    is_data_error,
+    one_line,
+    quiet_query_context_logs,
+    spark_chain,
+    without_reserved_suggestions,
+)
 from dataflow_operator.runtime.values import BadValue
 
 pytestmark = pytest.mark.spark
@@ -107,3 +113,29 @@ def test_query_and_data_errors_give_their_condition_and_are_final(
     assert line.startswith(f"{condition}: ") and "\n" not in line
     assert f"[{condition}]" not in line
     assert is_data_error(error)
+
+
+def test_an_unknown_column_suggests_no_column_of_the_runtime(spark: SparkSession) -> None:
+    frame = spark.createDataFrame([("a", 1, 1)], "content STRING, __time BIGINT, __diff BIGINT")
+    frame.createOrReplaceTempView("changes_of_upstream")
+    error = _failure(lambda: spark.sql("SELECT contnt FROM changes_of_upstream").collect())
+    line = one_line(error)
+    assert line.startswith("UNRESOLVED_COLUMN.WITH_SUGGESTION: ") and "`contnt`" in line
+    assert "Did you mean one of the following? [`content`]." in line
+    assert "__time" not in line and "__diff" not in line
+
+
+def test_reserved_suggestions_are_dropped_and_an_empty_list_with_them() -> None:
+    only_mine = "name `x` cannot be resolved. Did you mean one of the following? [`t`.`__time`, `__diff`]. SQLSTATE: 42703"
+    assert without_reserved_suggestions(only_mine) == "name `x` cannot be resolved. SQLSTATE: 42703"
+    mixed = "Did you mean one of the following? [`a`, `t`.`__diff`, `b`]."
+    assert without_reserved_suggestions(mixed) == "Did you mean one of the following? [`a`, `b`]."
+
+
+def test_a_failed_query_leaves_no_json_log_line_on_stderr(
+    spark: SparkSession, capfd: pytest.CaptureFixture[str]
+) -> None:
+    quiet_query_context_logs()  # what run and replica do at start
+    error = _failure(lambda: spark.sql("SELECT contnt FROM range(1)").collect())
+    assert one_line(error).startswith("UNRESOLVED_COLUMN")
+    assert "QueryContextLogger" not in capfd.readouterr().err

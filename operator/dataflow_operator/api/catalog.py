@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dataflow_operator.api.dataflow import DataflowSpec
+from dataflow_operator.core.ddl import Column, parse_schema
 from dataflow_operator.core.errors import DomainError, InvalidSpec, UnknownSource
 from dataflow_operator.core.incremental import check_query
 from dataflow_operator.core.kafka import check_read_once
 from dataflow_operator.core.refresh import RefreshSchedule
+from dataflow_operator.core.sql_columns import unknown_column
 from dataflow_operator.core.timelines import Timeline, dataflow_timeline
 
 __all__ = ["Catalog", "SpecProblem"]
@@ -105,6 +107,11 @@ class Catalog:
             check_query(spec.sql, [source.name for source in spec.sources])
         except DomainError as error:
             problems.append(SpecProblem(name, error.field or "spec.sql", error))
+        else:
+            schemas = _declared_columns(spec)
+            unknown = None if schemas is None else unknown_column(spec.sql, schemas)
+            if unknown is not None:
+                problems.append(SpecProblem(name, "spec.sql", unknown))
         try:
             kafka = [source.name for source in spec.sources if source.kafka is not None]
             check_read_once(spec.sql, [source.name for source in spec.sources], kafka)
@@ -115,3 +122,15 @@ class Catalog:
         except DomainError as error:
             problems.append(SpecProblem(name, error.field or "spec.sources", error))
         return problems
+
+
+def _declared_columns(spec: DataflowSpec) -> dict[str, list[Column]] | None:
+    """Each source's columns as its SQL sees them, when every source declares them
+    (``None`` with a dataflow or kafka source, whose columns are known only at run time)."""
+    schemas: dict[str, list[Column]] = {}
+    for source in spec.sources:
+        settings = source.table or source.files or source.changelog
+        if settings is None:
+            return None
+        schemas[source.name] = parse_schema(settings.schema_)
+    return schemas

@@ -21,6 +21,7 @@ from dataflow_operator.core.timelines import Timeline
 
 __all__ = [
     "KAFKA_OWNED_PROPERTIES",
+    "SQL_IDENTIFIER",
     "ChangelogSource",
     "CleanSource",
     "Dataflow",

@@ -34,6 +34,7 @@ __all__ = [
     "EXIT_USAGE",
     "INJECTED",
     "STATE_ATTEMPTS_DIR",
+    "STATE_DIR_PATTERN",
     "Injected",
 ]
 
@@ -64,6 +65,9 @@ or an object-store / HDFS URI (``spec.stateUri``: ``s3a://bucket/prefix``, ``gs:
 STATE_ATTEMPTS_DIR = "attempts"
 """Below the state location: the make-before-break successors' own state, one directory
 per attempt number."""
+STATE_DIR_PATTERN = rf"^({STATE_ATTEMPTS_DIR}/[0-9]{{1,9}})?$"
+"""An attempt's state directory relative to the location: ``''`` (its root) or
+``attempts/N``; nothing else may name one (it is joined to the location)."""
 ENV_STATE_KEEP = "DATAFLOW_STATE_KEEP"
 """Set on a make-before-break successor, whose state is ``<location>/attempts/N``: the
 state directory of the driver it succeeds (relative to the location, ``''`` for its

@@ -19,7 +19,16 @@ from dataflow_operator.api.dataflow import Dataflow
 from dataflow_operator.api.meta import API_VERSION
 from dataflow_operator.api.replica import Replica
 
-__all__ = ["Manifest", "Problem", "error_lines", "load_documents", "load_paths", "parse_object"]
+__all__ = [
+    "Manifest",
+    "Problem",
+    "defined_again",
+    "duplicate_problems",
+    "error_lines",
+    "load_documents",
+    "load_paths",
+    "parse_object",
+]
 
 KINDS: dict[str, type[Dataflow] | type[Replica]] = {"Dataflow": Dataflow, "Replica": Replica}
 
@@ -50,6 +59,13 @@ class Manifest:
 
     file: str
     resource: Dataflow | Replica
+    index: int = 1
+    """The document's position in its file, from 1."""
+
+    @property
+    def place(self) -> str:
+        """``FILE (document N)``: where the object is defined."""
+        return f"{self.file} (document {self.index})"
 
     @property
     def label(self) -> str:
@@ -118,7 +134,7 @@ def parse_object(document: Any, file: str, index: int) -> Manifest | list[Proble
         reason = f"expected {API_VERSION}, got {got!r}" if got else "required field is missing"
         return [Problem(file, label, "apiVersion", reason)]
     try:
-        return Manifest(file, KINDS[kind].model_validate(document))
+        return Manifest(file, KINDS[kind].model_validate(document), index)
     except ValidationError as error:
         return [Problem(file, label, path, reason) for path, reason in error_lines(error)]
 
@@ -168,3 +184,30 @@ def load_paths(paths: Iterable[Path]) -> tuple[list[Manifest], list[Problem]]:
         manifests.extend(found)
         problems.extend(wrong)
     return manifests, problems
+
+
+def defined_again(manifests: Sequence[Manifest]) -> dict[int, Problem]:
+    """By position in ``manifests``: each object defined again (same kind, namespace and
+    name), as a problem naming both places."""
+    first: dict[tuple[str, str, str], Manifest] = {}
+    again = {}
+    for position, manifest in enumerate(manifests):
+        resource = manifest.resource
+        key = (resource.kind, resource.metadata.namespace or "default", resource.metadata.name)
+        if key in first:
+            again[position] = Problem(
+                manifest.file,
+                manifest.label,
+                "metadata.name",
+                f"defined twice: in {manifest.place} and in {first[key].place}; "
+                "rename one or remove one",
+            )
+        else:
+            first[key] = manifest
+    return again
+
+
+def duplicate_problems(manifests: Sequence[Manifest]) -> list[Problem]:
+    """One problem for each object defined again (same kind, namespace and name), naming
+    both places (file and document)."""
+    return list(defined_again(manifests).values())

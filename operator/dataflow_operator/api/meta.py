@@ -18,6 +18,7 @@ __all__ = [
     "Condition",
     "ObjectMeta",
     "ReplicaMeta",
+    "ResourceName",
 ]
 
 GROUP = "dataflow.dev"
@@ -47,6 +48,11 @@ def _checked(rule: Callable[[str], str | None]) -> AfterValidator:
         return name
 
     return AfterValidator(check)
+
+
+ResourceName = Annotated[str, _checked(subdomain_problem)]
+"""A Dataflow's or a Replica's name wherever it is given (a manifest, a control API body):
+a DNS-1123 subdomain, so it is also one safe path component (``core/names.py``)."""
 
 
 class ObjectMeta(BaseModel):

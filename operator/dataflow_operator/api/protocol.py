@@ -13,12 +13,13 @@ from typing import Literal
 from pydantic import Field
 
 from dataflow_operator.api.dataflow import (
+    SQL_IDENTIFIER,
     DataflowSpec,
     MaintenanceStrategy,
     NodeStatus,
     SourceStatus,
 )
-from dataflow_operator.api.meta import ApiModel
+from dataflow_operator.api.meta import ApiModel, ResourceName
 
 __all__ = [
     "CONTROL_TOKEN_HEADER",
@@ -47,7 +48,10 @@ server's service proxy does not pass on."""
 class DesiredDataflow(ApiModel):
     """One dataflow the replica should maintain, as of one version of its resource."""
 
-    name: str = Field(description="The Dataflow's name (unique within its cluster).")
+    name: ResourceName = Field(
+        description="The Dataflow's name (unique within its cluster): a DNS-1123 subdomain, "
+        "as metadata.name (it names the dataflow's state directory)."
+    )
     namespace: str | None = Field(default=None, description="The Dataflow's namespace.")
     generation: int | None = Field(default=None, description="metadata.generation.")
     spec: DataflowSpec = Field(description="The dataflow's spec.")
@@ -63,8 +67,10 @@ class DesiredDataflows(ApiModel):
 class SourceRelease(ApiModel):
     """The cluster's listing frontier of one source of one dataflow."""
 
-    dataflow: str = Field(description="The Dataflow's name.")
-    source: str = Field(description="The source's name in its spec.")
+    dataflow: ResourceName = Field(description="The Dataflow's name.")
+    source: str = Field(
+        max_length=128, pattern=SQL_IDENTIFIER, description="The source's name in its spec."
+    )
     listed: int = Field(
         ge=0,
         description="Every replica of the cluster has read, in a committed batch, every file "

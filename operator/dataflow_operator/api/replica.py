@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from dataflow_operator.api.injection import STATE_DIR_PATTERN
 from dataflow_operator.api.meta import NAME_PATTERN, ApiModel, Condition, ReplicaMeta
 from dataflow_operator.api.types import DurationField, QuantityField
 from dataflow_operator.core.time import parse_timestamp
@@ -392,7 +393,10 @@ class Handover(ApiModel):
     expires_at_ms: int | None = Field(default=None, description="The same in epoch ms.")
     expiration_offset: str = Field(description="The offset in force for the successor.")
     spec_hash: str = Field(description="Hash of the driver-relevant spec it was built from.")
-    state_dir: str = Field(description="Its state, relative to the replica's state location.")
+    state_dir: str = Field(
+        pattern=STATE_DIR_PATTERN,
+        description="Its state, relative to the replica's state location (attempts/N).",
+    )
     phase: HandoverPhase = Field(
         description="Starting (pod created, control API not answering yet) or Hydrating."
     )
@@ -498,6 +502,7 @@ class ReplicaStatus(ApiModel):
     )
     state_dir: str = Field(
         default="",
+        pattern=STATE_DIR_PATTERN,
         description="The current attempt's state, relative to the replica's state location "
         "('' is its root; a make-before-break successor gets attempts/N).",
     )

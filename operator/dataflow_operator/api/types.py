@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, PlainSerializer, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from dataflow_operator.core.changelog import reserved_column_problem
 from dataflow_operator.core.ddl import parse_schema
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
@@ -149,9 +150,13 @@ QuantityField = Annotated[
 
 def _spark_schema(value: str) -> str:
     try:
-        parse_schema(value)
+        columns = parse_schema(value)
     except DomainError as error:
         raise PydanticCustomError("spark_schema", "{reason}", {"reason": error.message}) from None
+    for column in columns:
+        problem = reserved_column_problem(column.name)
+        if problem is not None:
+            raise PydanticCustomError("spark_schema", "{reason}", {"reason": problem})
     return value
 
 

@@ -20,6 +20,7 @@ import urllib3
 
 from dataflow_operator.client.control_http import ClientError, auth_headers, check
 from dataflow_operator.client.kube import open_via_service_proxy
+from dataflow_operator.core.names import replica_name_problem, subdomain_problem
 from dataflow_operator.core.time import parse_timestamp
 
 __all__ = ["add_arguments", "iter_lines", "open_endpoint"]
@@ -32,14 +33,32 @@ def _timestamp(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _name(text: str) -> str:
+    """A Dataflow's name as the API server and the replica take it (DNS-1123 subdomain)."""
+    problem = subdomain_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _replica(text: str) -> str:
+    """A Replica's name (it names the driver Service reached)."""
+    problem = replica_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser, *, as_of: bool = False) -> None:
     """The options shared by ``subscribe`` and ``peek``."""
-    parser.add_argument("name", metavar="NAME", help="the Dataflow's name")
+    parser.add_argument("name", metavar="NAME", type=_name, help="the Dataflow's name")
     parser.add_argument(
         "-n", "--namespace", help="the Dataflow's namespace (default: the kubeconfig context's)"
     )
     parser.add_argument(
-        "--replica", help="the Replica to read from (default: the first that reports it hydrated)"
+        "--replica",
+        type=_replica,
+        help="the Replica to read from (default: the first that reports it hydrated)",
     )
     parser.add_argument(
         "--address",

@@ -30,6 +30,7 @@ from dataflow_operator.api.naming import (
     control_token_secret_name,
     driver_service_name,
 )
+from dataflow_operator.api.protocol import DEFAULT_CONTROL_PORT
 from dataflow_operator.client.control_http import ClientError, auth_headers, check
 
 __all__ = ["open_via_service_proxy", "pick_replica", "proxy_path"]
@@ -54,6 +55,10 @@ def pick_replica(dataflow: Dataflow) -> str:
     raise ClientError(f"no replica reports Dataflow {name} hydrated yet; name one with --replica")
 
 
+def _first_line(error: BaseException) -> str:
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+
+
 class _Kube:
     """The user's API client and the requests made with it."""
 
@@ -65,7 +70,11 @@ class _Kube:
             self.api = config.new_client_from_config()  # type: ignore[no-untyped-call]
             _, current = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
         except (ConfigException, OSError, TypeError, ValueError) as error:
-            raise ClientError(f"loading the kubeconfig: {error}") from None
+            raise ClientError(
+                f"loading the kubeconfig: {_first_line(error)}; without Kubernetes, reach the "
+                f"replica's control API directly with --address HOST:PORT (a local "
+                f"`dataflow-operator replica` listens on 127.0.0.1:{DEFAULT_CONTROL_PORT})"
+            ) from None
         self.host = str(self.api.configuration.host)
         self.namespace = str((current or {}).get("context", {}).get("namespace") or "default")
 

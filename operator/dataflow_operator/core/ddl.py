@@ -259,6 +259,13 @@ def parse_schema(ddl: str) -> list[Column]:
         parser.column = None
         name = parser.name()
         parser.column = name
+        twin = next((c.name for c in columns if c.name.lower() == name.lower()), None)
+        if twin is not None:
+            same = "twice" if twin == name else f'twice (as "{twin}" and "{name}")'
+            raise parser.fail(
+                f"the column is named {same}; Spark matches names case-insensitively: "
+                "rename or remove one"
+            )
         columns.append(parser.field(name))
         token = parser.peek()
         if token is None:

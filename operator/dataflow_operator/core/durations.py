@@ -3,8 +3,10 @@
 Accepted: compact units (``21d1h``, ``1h30m``, ``500ms``), words (``30 days``,
 ``1 hour 30 minutes``), ISO-8601 (``P21DT1H``, ``PT0.5S``), and a bare ``0``. Units are
 ``ms``, ``s``, ``m``, ``h``, ``d`` and ``w`` (and their English names). Negative or
-malformed input raises :class:`~dataflow_operator.core.errors.InvalidDuration` with a
-reason; callers add the field path.
+malformed input, and a duration longer than :data:`MAX_DURATION` (one that would carry
+a time past what timestamps can hold), raise
+:class:`~dataflow_operator.core.errors.InvalidDuration` with a reason; callers add the
+field path.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from functools import total_ordering
 
 from dataflow_operator.core.errors import InvalidDuration
 
-__all__ = ["Duration", "parse_duration"]
+__all__ = ["MAX_DURATION", "Duration", "parse_duration"]
 
 _MS = 1
 _SECOND = 1000
@@ -40,6 +42,9 @@ _ISO = re.compile(
     re.IGNORECASE,
 )
 _ISO_UNITS = {"w": _WEEK, "d": _DAY, "h": _HOUR, "m": _MINUTE, "s": _SECOND}
+MAX_DURATION = 36500 * _DAY
+"""The longest duration accepted (36500d, about 100 years): the start time plus it stays a
+time that can be written down (years up to 9999)."""
 _FORMAT_UNITS = (("d", _DAY), ("h", _HOUR), ("m", _MINUTE), ("s", _SECOND), ("ms", _MS))
 
 
@@ -126,6 +131,15 @@ def parse_duration(text: str | int) -> Duration:
         seen.add(size)
         total += _to_millis(amount, size, text)
         position = match.end()
+    return _bounded(total, text)
+
+
+def _bounded(total: int, text: str) -> Duration:
+    if total > MAX_DURATION:
+        raise InvalidDuration(
+            f"duration {text!r} is longer than {MAX_DURATION // _DAY}d (about 100 years), "
+            "the longest accepted"
+        )
     return Duration(total)
 
 
@@ -141,4 +155,4 @@ def _parse_iso(stripped: str, text: str) -> Duration:
         amount = match.group(group)
         if amount is not None:
             total += _to_millis(amount, size, text)
-    return Duration(total)
+    return _bounded(total, text)

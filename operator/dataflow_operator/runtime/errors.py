@@ -17,15 +17,26 @@ error is told by ``issubclass``, not by its name.
 from __future__ import annotations
 
 import builtins
+import logging
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pyspark.errors import PySparkException
 
+from dataflow_operator.core.changelog import RESERVED_PREFIX
 from dataflow_operator.core.errors import DomainError
 
-__all__ = ["DATA_ERRORS", "PythonRaise", "is_data_error", "one_line", "spark_chain"]
+__all__ = [
+    "DATA_ERRORS",
+    "PythonRaise",
+    "is_data_error",
+    "one_line",
+    "quiet_query_context_logs",
+    "spark_chain",
+    "without_reserved_suggestions",
+]
 
 DATA_ERRORS: tuple[type[BaseException], ...] = (
     DomainError,
@@ -117,6 +128,39 @@ def _condition(chain: list[PySparkException]) -> PySparkException | None:
     return next((link for link in reversed(chain) if link.getCondition()), None)
 
 
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+"""PySpark's loggers that print a failed query's error as a JSON line on stderr when the
+error is raised, before the caller has handled it."""
+
+
+def quiet_query_context_logs() -> None:
+    """Silence :data:`QUERY_CONTEXT_LOGGERS`: a command reports each failure as its one
+    line (:func:`one_line`), so the raw JSON copy would only repeat it, unreadably."""
+    for name in QUERY_CONTEXT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+_SUGGESTIONS = re.compile(
+    r"(?P<lead> ?)Did you mean one of the following\? \[(?P<names>[^\]]*)\]\.?"
+)
+
+
+def without_reserved_suggestions(text: str) -> str:
+    """Spark's "Did you mean" list without the runtime's own columns (``__time``,
+    ``__diff``…), which a query cannot mean; without the sentence when none is left."""
+
+    def kept(match: re.Match[str]) -> str:
+        names = [name.strip() for name in match["names"].split(",") if name.strip()]
+        mine = [
+            n for n in names if f"`{RESERVED_PREFIX}" not in n and not n.startswith(RESERVED_PREFIX)
+        ]
+        if not mine:
+            return ""
+        return f"{match['lead']}Did you mean one of the following? [{', '.join(mine)}]."
+
+    return _SUGGESTIONS.sub(kept, text)
+
+
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
@@ -141,6 +185,7 @@ def one_line(error: BaseException) -> str:
         cause = raised.line()
     elif spark_error is not None:
         cause = _first_line(spark_error.getMessage()).removeprefix(f"[{condition}]").strip()
+        cause = without_reserved_suggestions(cause)
     else:
         cause = _first_line(str(error)) or type(error).__name__
     return (f"{condition}: {cause}" if condition else cause)[:MAX_LENGTH]

@@ -34,7 +34,9 @@ import pyarrow.fs as pafs
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-__all__ = ["Location", "StorageError", "hadoop_conf"]
+from dataflow_operator.core.names import segment_problem
+
+__all__ = ["Location", "StorageError", "UnsafePath", "hadoop_conf"]
 
 OBJECT_STORE_SCHEMES = ("s3a", "s3", "s3n", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
 """Schemes other than ``file`` that a location may have."""
@@ -44,6 +46,10 @@ ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 class StorageError(OSError):
     """A location that cannot be used (unknown scheme, unreachable store)."""
+
+
+class UnsafePath(StorageError):
+    """A name that would make a path leave the location it is joined to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +81,28 @@ class Location:
     def child(self, *parts: str) -> Location:
         """A location below this one."""
         return Location("/".join([self.uri.rstrip("/"), *(p.strip("/") for p in parts)]))
+
+    def below(self, *names: str) -> Location:
+        """``child(*names)`` for names that come from users (a dataflow's, a source's):
+        the result is provably under this location, or :class:`UnsafePath` is raised.
+
+        Each name must be one path component (:func:`~dataflow_operator.core.names.
+        segment_problem`: no ``..``, ``/``, NUL, empty…); a local location's result must
+        also resolve (symbolic links followed) to a path under this one's.
+        """
+        for name in names:
+            problem = segment_problem(name)
+            if problem is not None:
+                raise UnsafePath(f"{self}: refusing the name {name!r} below it: {problem}")
+        child = self.child(*names)
+        root, path = self.local_path, child.local_path
+        if (
+            root is not None
+            and path is not None
+            and not path.resolve().is_relative_to(root.resolve())
+        ):
+            raise UnsafePath(f"{path} resolves to {path.resolve()}, not under {root}")
+        return child
 
     @property
     def name(self) -> str:

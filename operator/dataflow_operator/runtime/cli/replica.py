@@ -43,8 +43,11 @@ from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.expiration import replica_expiration
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
+from dataflow_operator.runtime.cli.attempt_names import attempt_names
 from dataflow_operator.runtime.cli.progress import BatchProgress, starting_spark, watch_hydration
+from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
+from dataflow_operator.runtime.errors import quiet_query_context_logs
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.serve.starting import StartingService
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
@@ -137,7 +140,10 @@ class ReplicaConfig:
             parse_address(address)
         except ValueError as error:
             raise ConfigError(str(error)) from None
-        replica = _first(args.replica, env.get(injection.ENV_REPLICA)) or "local"
+        try:
+            replica, attempt, keep_state = attempt_names(args.replica, env)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         state_dir = _first(
             args.state_dir, env.get(injection.ENV_STATE_URI), env.get(injection.ENV_STATE_DIR)
         ) or str(Path(tempfile.gettempdir()) / "dataflow-replica" / replica)
@@ -172,10 +178,10 @@ class ReplicaConfig:
             replica=replica,
             namespace=env.get(injection.ENV_NAMESPACE) or None,
             cluster=env.get(injection.ENV_CLUSTER) or None,
-            attempt=env.get(injection.ENV_ATTEMPT) or None,
+            attempt=attempt,
             tick_ms=tick,
             control_token=token,
-            keep_state=env.get(injection.ENV_STATE_KEEP),
+            keep_state=keep_state,
             reset=frozenset(getattr(args, "reset", None) or ()),
             warm_up=not args.no_warm_up,
         )
@@ -375,10 +381,15 @@ def _start_spark(master: str, start: Callable[[], SparkSession]) -> SparkSession
 def run(args: argparse.Namespace) -> int:
     """Resolve the configuration, serve, start Spark, and run until stopped or expired."""
     configure_logging()
+    quiet_query_context_logs()
     try:
         config = ReplicaConfig.resolve(args, os.environ)
     except ConfigError as error:
         print(f"replica: {error}", file=sys.stderr)
+        return injection.EXIT_USAGE
+    unusable = state_dir_problem(config.state_dir, "state location")
+    if unusable is not None:
+        print(f"replica: {unusable}", file=sys.stderr)
         return injection.EXIT_USAGE
     stop = threading.Event()
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from dataflow_operator.api.dataflow import Dataflow
 from dataflow_operator.api.injection import EXIT_USAGE
-from dataflow_operator.api.loading import load_paths
+from dataflow_operator.api.loading import Manifest, duplicate_problems, load_paths
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
@@ -33,9 +33,11 @@ from dataflow_operator.runtime.cli.progress import (
     starting_spark,
     watch_hydration,
 )
-from dataflow_operator.runtime.cli.selection import select
+from dataflow_operator.runtime.cli.selection import Selection, select
+from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.clock import TickPlan, atomic_write_text
 from dataflow_operator.runtime.engine.running import BatchOutput
+from dataflow_operator.runtime.errors import quiet_query_context_logs
 from dataflow_operator.runtime.values import format_update
 
 if TYPE_CHECKING:
@@ -138,6 +140,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _refused(args: argparse.Namespace, manifests: list[Manifest]) -> list[str]:
+    """Why nothing may run, one line each (empty: it may): an object defined twice, or
+    clock and stop arguments that make no run."""
+    twice = [str(problem) for problem in duplicate_problems(manifests)]
+    if twice:
+        return [*twice, "run: an object defined twice is ambiguous; nothing ran"]
+    problem = _argument_problem(args)
+    return [] if problem is None else [f"run: {problem}"]
+
+
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """Why the stop arguments cannot make a run, or None (checked before Spark starts)."""
+    if args.tick is not None and args.tick.is_zero:
+        return "--tick must be positive"
+    if args.batches is not None and args.batches <= 0:
+        return f"--batches must be at least 1, got {args.batches}"
+    if args.until is not None and args.start_time is not None and args.until < args.start_time:
+        return (
+            f"--until {format_timestamp(args.until)} is before --start-time "
+            f"{format_timestamp(args.start_time)}: give a later --until"
+        )
+    return None
+
+
 class SubscribePrinter:
     """Writes Subscribe output to a stream as changelog lines, a step at a time.
 
@@ -176,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the replica in a Spark session of its own; see the module docstring."""
     configure_logging()
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    quiet_query_context_logs()
     from dataflow_operator.runtime.session import spark_session
 
     spark = None
@@ -211,28 +238,18 @@ def execute(
     manifests, problems = load_paths(args.files)
     for problem in problems:
         print(str(problem), file=err)
-    chosen = select(
-        [m.resource for m in manifests if isinstance(m.resource, Replica)],
-        [m.resource for m in manifests if isinstance(m.resource, Dataflow)],
-        replica_name=getattr(args, "replica", None),
-        dataflow_name=getattr(args, "dataflow", None),
-    )
-    if isinstance(chosen, str):
-        print(chosen, file=err)
+    chosen = _choose(args, manifests, err)
+    if chosen is None:
         return EXIT_USAGE
     replica, dataflows = chosen.replica, chosen.dataflows
-    for note in chosen.notes:
-        print(note, file=err)
-    if not dataflows:
-        print("run: no Dataflow to run in the given files", file=err)
-        return EXIT_USAGE
     offset = args.expiration_offset
     if offset is None and replica is not None:
         offset = replica.spec.expiration_offset
     start = args.start_time if args.start_time is not None else int(wall.time() * 1000)
     tick = args.tick or Duration(1000)
-    if tick.is_zero:
-        print("run: --tick must be positive", file=err)
+    unusable = state_dir_problem(args.state_dir, "--state-dir")
+    if unusable is not None:
+        print(f"run: {unusable}", file=err)
         return EXIT_USAGE
 
     from dataflow_operator.runtime.engine.config import EngineConfig
@@ -291,6 +308,30 @@ def execute(
         engine.close()
     _tell_end(engine, final, code, err)
     return code
+
+
+def _choose(args: argparse.Namespace, manifests: list[Manifest], err: TextIO) -> Selection | None:
+    """What to run: the Replica and its Dataflows, saying which and what is skipped; or
+    ``None``, having said why nothing may run."""
+    refused = _refused(args, manifests)
+    if refused:
+        print("\n".join(refused), file=err)
+        return None
+    chosen = select(
+        [m.resource for m in manifests if isinstance(m.resource, Replica)],
+        [m.resource for m in manifests if isinstance(m.resource, Dataflow)],
+        replica_name=getattr(args, "replica", None),
+        dataflow_name=getattr(args, "dataflow", None),
+    )
+    if isinstance(chosen, str):
+        print(chosen, file=err)
+        return None
+    for note in chosen.notes:
+        print(note, file=err)
+    if not chosen.dataflows:
+        print("run: no Dataflow to run in the given files", file=err)
+        return None
+    return chosen
 
 
 def _tell_end(engine: Engine, final: ReplicaReport, code: int, err: TextIO) -> None:

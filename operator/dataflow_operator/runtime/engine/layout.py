@@ -19,8 +19,9 @@ class DataflowLayout:
 
     @classmethod
     def of(cls, state: Location, name: str, sink: Location | None = None) -> DataflowLayout:
-        """The layout of dataflow ``name``."""
-        return cls(state.child("dataflows", name), sink)
+        """The layout of dataflow ``name``: always under ``state`` (raises
+        :class:`~dataflow_operator.runtime.storage.UnsafePath` for a name that would not be)."""
+        return cls(state.below("dataflows", name), sink)
 
     @property
     def clock(self) -> Location:
@@ -43,12 +44,12 @@ class DataflowLayout:
         return self.root.child("spec.json")
 
     def source_logs(self, source: str) -> Location:
-        """A source's own logs (files consumed, ingestion times, commits)."""
-        return self.root.child("sources", source)
+        """A source's own logs (files consumed, ingestion times, commits); under the root."""
+        return self.root.below("sources", source)
 
     def work(self, name: str) -> Location:
-        """Working data of the dataflow's strategy (a recompute's history)."""
-        return self.root.child(name)
+        """Working data of the dataflow's strategy (a recompute's history); under the root."""
+        return self.root.below(name)
 
 
 def offsets_of(checkpoint: Location, batch: int) -> tuple[dict[str, object], list[dict[str, int]]]:

@@ -7,7 +7,7 @@ naming its file and row."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -83,7 +83,7 @@ def _records(item: ReadItem, options: SourceOptions) -> Iterator[tuple[str, dict
     directory (folded since it was listed) is read from the table's latest fold."""
     file = Location(item.uri)
     if item.members:
-        yield from fold_records(file, item.members)
+        yield from _folded(file, item.members, options)
         return
     found = records(file, options.format)
     try:
@@ -91,9 +91,25 @@ def _records(item: ReadItem, options: SourceOptions) -> Iterator[tuple[str, dict
     except FileNotFoundError:
         if options.kind != "table":
             raise
-        yield from fold_records(file.parent, [file.name])
+        yield from _folded(file.parent, [file.name], options)
         return
     if first is not None:
         yield file.name, first
         for record in found:
             yield file.name, record
+
+
+def _folded(
+    table: Location, members: Collection[str], options: SourceOptions
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A table's files read from its folds; one gone from both (deleted by hand) says how
+    the dataflow starts over: its state directory (``…/dataflows/NAME``, the parent of
+    its sources' logs) deleted, it reads the table as it is now."""
+    try:
+        yield from fold_records(table, members)
+    except FileNotFoundError as error:
+        state = options.log_dir.parent.parent
+        raise FileNotFoundError(
+            f"{error}; files of a table are never deleted by hand: to start the dataflow "
+            f"over from the table as it is now, stop it and delete its state {state}"
+        ) from None

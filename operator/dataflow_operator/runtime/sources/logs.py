@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import iter_json_lines
+from dataflow_operator.runtime.values import BadValue, iter_json_lines
 
 __all__ = [
     "FILES_LOG",
@@ -118,6 +118,35 @@ def records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
         for batch in file.read_parquet_batches():
             yield from batch.to_pylist()
     elif suffix == "csv" or file_format == "csv":
-        yield from csv.DictReader(file.read_lines())
+        yield from _csv_records(file)
     else:
-        yield from iter_json_lines(file.read_lines(), file.name)
+        yield from iter_json_lines(_utf8_lines(file), file.name)
+
+
+def _utf8_lines(file: Location) -> Iterator[str]:
+    """The file's lines; bytes that are not UTF-8 are a :class:`BadValue` naming the file."""
+    try:
+        yield from file.read_lines()
+    except UnicodeDecodeError as error:
+        raise BadValue(
+            f"{file.name}: not UTF-8 text (it holds the byte 0x{error.object[error.start]:02x}); "
+            "save the file as UTF-8"
+        ) from None
+
+
+def _csv_records(file: Location) -> Iterator[dict[str, Any]]:
+    """A CSV file's rows by its header; a row with more or fewer values than the header
+    names is a :class:`BadValue` naming the file, the line and the columns."""
+    reader = csv.DictReader(_utf8_lines(file))
+    for record in reader:
+        header = reader.fieldnames or []
+        extra = record.pop(None, None)
+        missing = [name for name in header if record.get(name) is None]
+        if extra or missing:
+            count = len(header) + len(extra or []) - len(missing)
+            raise BadValue(
+                f"{file.name}: line {reader.line_num}: {count} value(s), but the header names "
+                f"{len(header)} ({', '.join(header)}); give each row one value per column "
+                "(empty for NULL)"
+            )
+        yield record

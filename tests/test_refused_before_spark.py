@@ -1,0 +1,148 @@
+"""``run`` and ``check`` refuse what cannot make a sensible run, before Spark starts:
+an object defined twice (naming both places), ``--until`` before ``--start-time``,
+``--batches`` below 1."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dataflow_operator.api.injection import EXIT_USAGE
+from dataflow_operator.cli import main
+from dataflow_operator.runtime.cli import run as run_command
+
+
+def _dataflow(name: str, sql: str = "SELECT 1 AS x") -> dict[str, Any]:
+    return {
+        "apiVersion": "dataflow.dev/v1alpha1",
+        "kind": "Dataflow",
+        "metadata": {"name": name},
+        "spec": {"cluster": "default", "kind": "Subscribe", "sql": sql},
+    }
+
+
+def _replica(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "dataflow.dev/v1alpha1",
+        "kind": "Replica",
+        "metadata": {"name": name},
+        "spec": {"cluster": "default", "executor": {"instances": 0}},
+    }
+
+
+def _no_spark() -> Any:
+    raise AssertionError("Spark started for input that was refused")
+
+
+def _run(*argv: str) -> tuple[int, str]:
+    parser = argparse.ArgumentParser()
+    run_command.configure(parser)
+    err = io.StringIO()
+    code = run_command.execute(parser.parse_args(list(argv)), _no_spark, io.StringIO(), err)
+    return code, err.getvalue()
+
+
+@pytest.fixture
+def twice(tmp_path: Path) -> tuple[Path, Path]:
+    first = tmp_path / "a.yaml"
+    first.write_text(yaml.safe_dump_all([_replica("r1"), _dataflow("d1")]))
+    second = tmp_path / "b.yaml"
+    second.write_text(
+        yaml.safe_dump_all([_dataflow("other"), _dataflow("d1", "SELECT 2 AS x"), _replica("r1")])
+    )
+    return first, second
+
+
+def test_run_refuses_a_dataflow_defined_twice_naming_both_places(
+    twice: tuple[Path, Path], tmp_path: Path
+) -> None:
+    first, second = twice
+    code, err = _run(str(first), str(second), "--state-dir", str(tmp_path / "state"))
+    assert code == EXIT_USAGE
+    assert (
+        f"{second}: Dataflow/d1: metadata.name: defined twice: in {second} (document 2) "
+        f"and in {first} (document 2)"
+    ) in err
+    assert f"{second}: Replica/r1: metadata.name: defined twice: in {second} (document 3) " in err
+    assert not (tmp_path / "state").exists()
+
+
+def test_check_names_both_places_with_the_document(
+    twice: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = twice
+    assert main(["check", str(first), str(second)]) == 1
+    out = capsys.readouterr().out
+    assert f"in {second} (document 2) and in {first} (document 2)" in out
+    assert f"in {second} (document 3) and in {first} (document 1)" in out
+
+
+def test_one_file_with_the_same_dataflow_twice(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all([_dataflow("d1"), _dataflow("d1")]))
+    code, err = _run(str(path), "--state-dir", str(tmp_path / "state"))
+    assert code == EXIT_USAGE
+    assert f"defined twice: in {path} (document 2) and in {path} (document 1)" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["--start-time", "2026-01-05T00:00:00Z", "--until", "2026-01-01T00:00:00Z"],
+            "run: --until 2026-01-01T00:00:00.000Z is before --start-time 2026-01-05T00:00:00.000Z",
+        ),
+        (["--batches", "0"], "run: --batches must be at least 1, got 0"),
+        (["--batches", "-3"], "run: --batches must be at least 1, got -3"),
+    ],
+)
+def test_stop_arguments_that_make_no_run_are_refused_before_spark(
+    argv: list[str], expected: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(_dataflow("d1")))
+    code, err = _run(str(path), "--state-dir", str(tmp_path / "state"), *argv)
+    assert code == EXIT_USAGE
+    assert err.splitlines() == [
+        next(line for line in err.splitlines() if line.startswith(expected))
+    ]
+
+
+@pytest.mark.parametrize("where", ["under a file", "under /proc"])
+def test_a_state_directory_that_cannot_be_made_is_one_line(where: str, tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(_dataflow("d1")))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    state = {"under a file": blocker / "state", "under /proc": Path("/proc/no-such/state")}[where]
+    code, err = _run(str(path), "--state-dir", str(state))
+    assert code == EXIT_USAGE
+    (line,) = err.splitlines()
+    reason = {
+        "under a file": f"{blocker} is a file, not a directory",
+        "under /proc": "No such file or directory (in /proc)",
+    }[where]
+    assert line == (
+        f"run: --state-dir {state}: cannot create it: {reason}; choose one you can write to"
+    )
+
+
+def test_the_replica_command_says_so_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert (
+        main(["replica", "--state-dir", str(blocker / "state"), "--control-address", "127.0.0.1:0"])
+        == EXIT_USAGE
+    )
+    err = capsys.readouterr().err
+    assert (
+        f"replica: state location {blocker / 'state'}: cannot create it: {blocker} is a file" in err
+    )
+    assert "Traceback" not in err
