@@ -25,6 +25,7 @@ from dataflow_operator.api.dataflow import Dataflow, DataflowSpec, Source
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.loading import load_paths
 from dataflow_operator.core.plan import PlanTree
+from dataflow_operator.runtime.cli.progress import starting_spark
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.hydration.plan import executed_plan, live_plan
 
@@ -150,7 +151,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE if missing or not problems else EXIT_FAILED
     from dataflow_operator.runtime.session import spark_session
 
-    spark = spark_session(master=args.master, app_name="dataflow-explain")
+    spark = starting_spark(
+        args.master,
+        lambda: spark_session(master=args.master, app_name="dataflow-explain"),
+        sys.stderr,
+        spinner=sys.stderr.isatty(),
+    )
     # PySpark logs every analysis error with its JVM stack; the one line below says it.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     catalogs = _catalogs(dataflows)
