@@ -25,6 +25,8 @@ from tests.jvm import TEST_SPARK_CONF
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+pytest_plugins = ["tests.kafka_broker"]  # the kafka_broker fixtures
+
 TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local-cluster[2,1,1024]")
 
 
