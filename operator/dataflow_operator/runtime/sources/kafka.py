@@ -21,7 +21,9 @@ A ``kafka`` source is read by the same Python data source as every other kind
 
 Kafka being unreachable (a broker down, a topic not created yet) stops nothing: the batch
 reads nothing, the frontier stays where it was, the reason is written to
-:data:`READ_ERROR_FILE` (the source's report shows it) and the next step tries again.
+:data:`READ_ERROR_FILE` (the source's report shows it as ``lastReadError``, its metric
+``dataflow_source_upstream_unreachable``), one warning is logged per outage and the next
+step tries again.
 Input lost upstream before it was read (retention), a topic that ends before the
 positions read (deleted and made again) and a value that does not parse are errors of
 the dataflow, each naming the topic, partitions and offsets.
@@ -128,6 +130,8 @@ class KafkaIngest:
         self.connect = connect or _confluent
         self._client: KafkaReader | None = None
         self._partitions: tuple[float, list[int]] | None = None
+        self._down_since: float | None = None
+        """When Kafka was last found out of reach (``None``: it was read since)."""
 
     @property
     def client(self) -> KafkaReader:
@@ -147,12 +151,20 @@ class KafkaIngest:
         try:
             end = self._latest(start, base, now)
         except KafkaUnavailable as error:
-            log.warning(
-                "kafka source not read; retrying", topic=self.options.topic, error=str(error)
-            )
+            if self._down_since is None:  # one line per outage, not one per step
+                self._down_since = wall.monotonic()
+                log.warning(
+                    "kafka source not read; retrying every step",
+                    topic=self.options.topic,
+                    error=str(error),
+                )
             self.options.log_dir.child(READ_ERROR_FILE).write_text(str(error))
             self.close()
             return start
+        if self._down_since is not None:
+            down = round(wall.monotonic() - self._down_since, 1)
+            log.info("kafka source read again", topic=self.options.topic, down_seconds=down)
+            self._down_since = None
         if self.options.log_dir.child(READ_ERROR_FILE).exists():
             self.options.log_dir.child(READ_ERROR_FILE).delete()
         return end
