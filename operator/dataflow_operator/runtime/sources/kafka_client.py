@@ -31,7 +31,12 @@ REQUEST_SECONDS = 2.0
 out of reach must not hold every dataflow of the replica for long."""
 
 
-FETCH_DEFAULTS: dict[str, str | bool] = {"fetch.wait.max.ms": "100"}
+QUIET_DEFAULTS: dict[str, str | bool] = {"log_level": "2"}
+"""The Kafka clients' defaults (a source's ``properties`` override them): librdkafka's own
+lines (one per failed connection attempt, several a second while a broker is down) are
+left out; the source reports an outage itself (one warning, ``lastReadError``, a metric)."""
+
+FETCH_DEFAULTS: dict[str, str | bool] = {"fetch.wait.max.ms": "100", **QUIET_DEFAULTS}
 """The reader's defaults (a source's ``properties`` override them): a fetch the broker
 holds open for want of data delays the next assignment's (a batch re-assigns whenever
 its positions are not where the last fetch left off) by up to this long."""
