@@ -511,3 +511,23 @@ def test_a_topic_recreated_behind_the_source_is_one_clear_error(
                 sleep(0.2)
     finally:
         ingest.close()
+
+
+def test_a_topic_shorter_than_the_positions_is_an_error_an_under_reported_end_is_not(
+    tmp_path: Path,
+) -> None:
+    """Positions past a partition's end: a topic made again is an error naming the
+    topic, partition and offsets; a broker that answers a smaller high watermark while
+    it still holds the last record read (Tansu's ListOffsets) is not."""
+    topic = FakeTopic(1)
+    for t in (10, 20, 30):
+        topic.produce(0, t, {"url": "/a"})
+    start = {**START, "seq": 3, "partitions": {"0": 3}, "upper": 31}
+    topic.watermarks = lambda partition: (0, 1)  # type: ignore[method-assign]
+    assert _ingest(tmp_path, topic).latest(start, 3, now=None) is start
+    topic.logs[0] = topic.logs[0][:1]  # made again, shorter
+    with pytest.raises(
+        KafkaFailure,
+        match=r"'clicks' partition 0: the source read up to offsets 3 but the topic ends at 1",
+    ):
+        _ingest(tmp_path, topic).latest(start, 3, now=None)
