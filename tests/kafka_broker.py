@@ -23,7 +23,6 @@ takes the larger of the two, so the tests produce as any producer does (batched)
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import time
@@ -65,6 +64,12 @@ def broker_binary() -> tuple[str | None, str]:
     return binary, ""
 
 
+WATCHDOG = '"$@" & broker=$!; read -r _; kill -KILL "$broker"; wait'
+"""The shell the broker runs under: it kills the broker once its standard input closes,
+which the test process holds open, so a broker never outlives the tests (a crash skips
+the fixtures' teardown)."""
+
+
 def free_port() -> int:
     """A loopback port nothing listens on (bound, then released)."""
     with socket.socket() as probe:
@@ -95,7 +100,10 @@ class TansuBroker:
             out.write(f"--- start {' '.join(command)}\n".encode())
             out.flush()
             self.process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                ["/bin/sh", "-c", WATCHDOG, "tansu", *command],
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
@@ -108,17 +116,17 @@ class TansuBroker:
                 time.sleep(0.05)
         raise RuntimeError(f"tansu did not listen on {self.servers} in {START_SECONDS}s")
 
-    def stop(self, *, kill: bool = False) -> None:
-        """Stop the broker (``kill``: SIGKILL, as a crash), waiting for it to exit."""
+    def stop(self) -> None:
+        """Stop the broker (SIGKILL: as a crash), waiting for it to exit."""
         if self.process is None:
             return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        if self.process.stdin is not None:
+            self.process.stdin.close()  # the watchdog kills the broker
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
         self.process = None
 
     def restart(self, down_seconds: float = 0.0) -> None:
