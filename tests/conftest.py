@@ -28,6 +28,8 @@ from tests.jvm import TEST_SPARK_CONF
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+pytest_plugins = ["tests.kafka_broker"]  # the kafka_broker fixtures
+
 settings.register_profile("dataflow", deadline=None)
 settings.load_profile("dataflow")
 """Hypothesis checks what examples give, not how fast: on a busy 2-core machine a

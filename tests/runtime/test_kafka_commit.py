@@ -1,5 +1,7 @@
 """A kafka source's consumer group, committed after release steps: on state written by
-hand (Spark's offset and commit logs) and a fake admin client (no broker here)."""
+hand (Spark's offset and commit logs), against a real broker (Tansu, ``kafka_broker``)
+and, for the releaser's bookkeeping (which positions, when, how failures are counted),
+an admin client in memory that can be told to fail."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from tests.kafka_broker import TansuBroker, committed, create_topic, fresh_topic
 
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.runtime.engine.kafka_commit import GroupCommitter
@@ -188,3 +191,45 @@ def test_commits_run_in_the_background_and_their_failure_comes_back(tmp_path: Pa
     committer.commit_source(source, "c", key, {0: 5}, {0: 5})  # retried
     committer.close()
     assert admin.groups[("dataflow.c.d.clicks", "clicks")] == {0: 5}
+
+
+@pytest.mark.kafka_broker
+def test_the_group_is_committed_on_a_real_broker_and_never_moved_back(
+    tmp_path: Path, kafka_broker: TansuBroker
+) -> None:
+    """The admin client on confluent-kafka against Tansu: the group's offsets are set
+    without a member joining, read back, and a meet behind them commits nothing."""
+    servers, topic = kafka_broker.servers, fresh_topic("clicks")
+    create_topic(servers, topic, 2)
+    kafka = {"bootstrapServers": servers, "topic": topic, "schema": "url STRING"}
+    source = Source.model_validate({"name": "clicks", "kafka": kafka})
+    committer = GroupCommitter(synchronous=True)
+    try:
+        assert committer.commit_source(source, "c", ("d", "clicks"), {0: 3, 1: 1}, None) == {}
+        done = committer.commit_source(source, "c", ("d", "clicks"), {0: 3, 1: 1}, {0: 3, 1: 1})
+        assert done == {0: 3, 1: 1}
+        assert committed(servers, "dataflow.c.d.clicks", topic) == {0: 3, 1: 1}
+        committer.commit_source(source, "c", ("d", "clicks"), {0: 2, 1: 4}, {0: 2, 1: 4})
+    finally:
+        committer.close()
+    assert committed(servers, "dataflow.c.d.clicks", topic) == {0: 3, 1: 4}
+
+
+@pytest.mark.kafka_broker
+def test_a_commit_to_a_stopped_broker_fails_and_is_retried(
+    tmp_path: Path, own_kafka_broker: TansuBroker
+) -> None:
+    servers, topic = own_kafka_broker.servers, fresh_topic("clicks")
+    kafka = {"bootstrapServers": servers, "topic": topic, "schema": "url STRING"}
+    source = Source.model_validate({"name": "clicks", "kafka": kafka})
+    own_kafka_broker.stop()
+    committer = GroupCommitter(synchronous=True)
+    try:
+        with pytest.raises(Exception, match=r"consumer group 'dataflow\.c\.d\.clicks'"):
+            committer.commit_source(source, "c", ("d", "clicks"), {0: 2}, {0: 2})
+        own_kafka_broker.start()
+        create_topic(servers, topic, 1)
+        assert committer.commit_source(source, "c", ("d", "clicks"), {0: 2}, {0: 2}) == {0: 2}
+    finally:
+        committer.close()
+    assert committed(servers, "dataflow.c.d.clicks", topic) == {0: 2}

@@ -1,5 +1,7 @@
-"""A kafka source's batches, as the driver fetches them: against an in-memory topic (no
-broker runs on the development machines; the kind e2e suite runs one)."""
+"""A kafka source's batches, as the driver fetches them: against a real broker (Tansu, the
+``kafka_broker`` tests), and against an in-memory topic for what a broker cannot be made
+to show on demand (retention deleting records below the source's position: Tansu does
+not implement DeleteRecords; a read failing on one request only)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,14 @@ import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from time import sleep
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import LongType, StringType
+from tests.kafka_broker import TansuBroker, create_topic, fresh_topic, produce
 
 from dataflow_operator.runtime.sources import kafka as kafka_module
 from dataflow_operator.runtime.sources.ingested import IngestedCollection, IngestedUpper
@@ -355,3 +359,175 @@ def test_the_partitions_are_listed_again_only_after_a_while(
     end = ingest.latest(end, 0, now=30)
     assert topic.listed == 2
     assert end["partitions"] == {"0": 1, "1": 1}
+
+
+# --- against a real broker (Tansu: tests/kafka_broker.py) ------------------------------
+
+
+def _broker_ingest(
+    tmp_path: Path, servers: str, topic: str, *, max_records: int = 100, expiration: int = -1
+) -> KafkaIngest:
+    """The source's ingest on confluent-kafka, as a replica makes it."""
+    options = SourceOptions(
+        {
+            "kind": "kafka",
+            "log_dir": str(tmp_path / "logs"),
+            "topic": topic,
+            "bootstrap_servers": servers,
+            "group_id": f"g-{topic}",
+            "max_records": str(max_records),
+            "expiration": str(expiration),
+            "until": str(expiration),
+        }
+    )
+    return KafkaIngest(options, FIELDS)
+
+
+def _collection_urls(ingest: KafkaIngest) -> list[str]:
+    seqs = sorted(
+        int(n.split("-")[1])
+        for n in ingest.options.ingested.location.list()
+        if n.startswith("part-")
+    )
+    return [r["url"] for seq in seqs for r in _part_rows(ingest, seq)]
+
+
+@pytest.mark.kafka_broker
+def test_a_broker_s_batched_records_are_all_read_once(
+    tmp_path: Path, kafka_broker: TansuBroker
+) -> None:
+    """Records a producer sent in batches (one request per partition), read a few per
+    batch: each once, the positions at the partitions' ends, the frontier from their
+    times (every partition caught up, no clock)."""
+    servers, topic = kafka_broker.servers, fresh_topic("clicks")
+    create_topic(servers, topic, 2)
+    produce(servers, topic, [(i % 2, 1000 + i, json.dumps({"url": f"/{i}"})) for i in range(10)])
+    ingest = _broker_ingest(tmp_path, servers, topic, max_records=3)
+    offset: dict[str, Any] = dict(START)
+    try:
+        for _ in range(8):
+            offset = ingest.latest(offset, int(offset["seq"]), now=None)
+    finally:
+        ingest.close()
+    assert sorted(_collection_urls(ingest)) == sorted(f"/{i}" for i in range(10))
+    assert offset["partitions"] == {"0": 5, "1": 5}
+    assert offset["highs"] == {"0": 5, "1": 5}
+    assert offset["upper"] >= 1009  # the newest time of the last batch + 1
+
+
+@pytest.mark.kafka_broker
+def test_a_broker_s_record_at_the_expiration_is_held_back(
+    tmp_path: Path, kafka_broker: TansuBroker
+) -> None:
+    servers, topic = kafka_broker.servers, fresh_topic("clicks")
+    create_topic(servers, topic, 1)
+    values = [(0, 100, '{"url": "/in"}'), (0, 2000, '{"url": "/past"}')]
+    produce(servers, topic, values)
+    ingest = _broker_ingest(tmp_path, servers, topic, expiration=1000)
+    try:
+        end = ingest.latest(START, 0, now=None)
+    finally:
+        ingest.close()
+    assert end["partitions"] == {"0": 1}
+    assert HeldInput.read(ingest.options.log_dir) == HeldInput(
+        file=f"{topic}/0@1", time=2000, expiration=1000
+    )
+    assert _collection_urls(ingest) == ["/in"]
+
+
+@pytest.mark.kafka_broker
+def test_a_broker_s_value_that_does_not_parse_names_topic_partition_offset_and_field(
+    tmp_path: Path, kafka_broker: TansuBroker
+) -> None:
+    servers, topic = kafka_broker.servers, fresh_topic("clicks")
+    create_topic(servers, topic, 2)
+    produce(servers, topic, [(1, 10, '{"url": "/a"}'), (1, 11, '{"url": "/b", "n": "many"}')])
+    ingest = _broker_ingest(tmp_path, servers, topic)
+    try:
+        with pytest.raises(BadValue, match=rf"topic '{topic}' partition 1 offset 1: column n"):
+            ingest.latest(START, 0, now=None)
+    finally:
+        ingest.close()
+    assert _collection_urls(ingest) == []  # nothing of the batch is written
+
+
+@pytest.mark.kafka_broker
+def test_a_stopped_broker_holds_the_source_which_resumes_by_itself(
+    tmp_path: Path, own_kafka_broker: TansuBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Down: the batch reads nothing, the frontier holds, the reason is recorded; back
+    with the same log (Tansu keeps topics in memory: the test produces them again, at
+    the same offsets), the source goes on from where it was, nothing lost or repeated."""
+    servers, topic = own_kafka_broker.servers, fresh_topic("clicks")
+    first = [(p, 100 + i, json.dumps({"url": f"/{i}"})) for i, p in enumerate([0, 1, 0, 1])]
+    create_topic(servers, topic, 2)
+    produce(servers, topic, first)
+    ingest = _broker_ingest(tmp_path, servers, topic)
+    try:
+        offset = ingest.latest(START, 0, now=None)
+        assert offset["partitions"] == {"0": 2, "1": 2}
+        own_kafka_broker.stop()
+        held = ingest.latest(offset, int(offset["seq"]), now=None)
+        assert held is offset
+        error = ingest.options.log_dir.child(READ_ERROR_FILE).read_text()
+        assert error.startswith(f"topic {topic!r}")
+        own_kafka_broker.start()
+        create_topic(servers, topic, 2)
+        produce(servers, topic, first)  # the same log, as a durable broker keeps it
+        produce(servers, topic, [(1, 300, '{"url": "/after"}')])
+        end = ingest.latest(offset, int(offset["seq"]), now=None)
+    finally:
+        ingest.close()
+    assert end["partitions"] == {"0": 2, "1": 3}
+    assert sorted(_collection_urls(ingest)) == ["/0", "/1", "/2", "/3", "/after"]
+    assert not ingest.options.log_dir.child(READ_ERROR_FILE).exists()
+
+
+@pytest.mark.kafka_broker
+def test_a_topic_recreated_behind_the_source_is_one_clear_error(
+    tmp_path: Path, own_kafka_broker: TansuBroker
+) -> None:
+    """A broker restarted without its log (Tansu's memory storage: the topic is gone and
+    made again, shorter): the source's positions are past the topic's end. Reading on
+    would silently skip the new records below them; it is an error naming the topic,
+    the partitions and the offsets."""
+    servers, topic = own_kafka_broker.servers, fresh_topic("clicks")
+    create_topic(servers, topic, 2)
+    produce(servers, topic, [(p, 100 + p, '{"url": "/x"}') for p in (0, 1, 0, 1, 0)])
+    ingest = _broker_ingest(tmp_path, servers, topic)
+    try:
+        offset = ingest.latest(START, 0, now=None)
+        assert offset["partitions"] == {"0": 3, "1": 2}
+        own_kafka_broker.restart()
+        create_topic(servers, topic, 2)
+        produce(servers, topic, [(0, 500, '{"url": "/new"}')])
+        with pytest.raises(
+            KafkaFailure,
+            match=rf"topic '{topic}' partitions 0, 1: the source read up to offsets 3, 2 but "
+            r"the topic ends at 1, 0",
+        ):
+            for _ in range(10):  # the client may first find its metadata stale: retried
+                assert ingest.latest(offset, int(offset["seq"]), now=None) is offset
+                sleep(0.2)
+    finally:
+        ingest.close()
+
+
+def test_a_topic_shorter_than_the_positions_is_an_error_an_under_reported_end_is_not(
+    tmp_path: Path,
+) -> None:
+    """Positions past a partition's end: a topic made again is an error naming the
+    topic, partition and offsets; a broker that answers a smaller high watermark while
+    it still holds the last record read (Tansu's ListOffsets) is not."""
+    topic = FakeTopic(1)
+    for t in (10, 20, 30):
+        topic.produce(0, t, {"url": "/a"})
+    start = {**START, "seq": 3, "partitions": {"0": 3}, "upper": 31}
+    topic.watermarks = lambda partition: (0, 1)  # type: ignore[method-assign]
+    assert _ingest(tmp_path, topic).latest(start, 3, now=None) is start
+    topic.logs[0] = topic.logs[0][:1]  # made again, shorter
+    with pytest.raises(
+        KafkaFailure,
+        match=r"'clicks' partition 0: the source read up to offsets 3 but the topic ends at 1",
+    ):
+        _ingest(tmp_path, topic).latest(start, 3, now=None)

@@ -138,3 +138,16 @@ def test_a_kafka_source_renders_its_lag_and_committed_offsets() -> None:
         assert samples[("dataflow_source_committed_offset", by_partition)] == offset
     unknown = (("dataflow", "d"), ("replica", "r1"), ("source", "events"))
     assert ("dataflow_source_upstream_lag", unknown) not in samples  # not known: absent
+    assert samples[("dataflow_source_upstream_unreachable", labels)] == 0
+
+
+def test_a_kafka_source_out_of_reach_renders_it() -> None:
+    kafka = SourceStatus(name="clicks", last_read_error="topic 'clicks': transport failure")
+    report = ReplicaReport(
+        start_time=0,
+        phase=ReplicaPhase.RUNNING,
+        dataflows=[DataflowReport(name="d", sources=[kafka])],
+    )
+    samples = _samples(render_metrics(report, 0, {"replica": "r1"}))
+    labels = (("dataflow", "d"), ("replica", "r1"), ("source", "clicks"))
+    assert samples[("dataflow_source_upstream_unreachable", labels)] == 1

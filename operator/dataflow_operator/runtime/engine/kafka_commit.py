@@ -30,6 +30,7 @@ from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.kafka import positions_meet, to_commit
 from dataflow_operator.runtime.sources.kafka import POSITIONS_FILE, default_group_id
 from dataflow_operator.runtime.sources.kafka_client import (
+    QUIET_DEFAULTS,
     KafkaFailure,
     client_factory,
     refused_config,
@@ -118,13 +119,21 @@ class GroupCommitter:
         admin = self._admins.get((servers, digest))
         if admin is None:
             admin = self._admins[servers, digest] = self.connect(servers, config)
-        known = self._known.get(key)
-        if known is None:
-            known = self._known[key] = admin.committed(group, topic)
-        offsets = to_commit(positions, known)
-        if offsets:
-            admin.commit(group, topic, offsets)
-            known = self._known[key] = {**known, **offsets}
+        try:
+            known = self._known.get(key)
+            if known is None:
+                known = self._known[key] = admin.committed(group, topic)
+            offsets = to_commit(positions, known)
+            if offsets:
+                admin.commit(group, topic, offsets)
+                known = self._known[key] = {**known, **offsets}
+        except Exception:
+            # librdkafka aborts the process when an admin client whose group request
+            # failed (a broker out of reach) sends another (its issue #4605): the next
+            # attempt gets a new client
+            if self._admins.get((servers, digest)) is admin:
+                del self._admins[servers, digest]
+            raise
         return dict(known)
 
     def commit_source(
@@ -190,7 +199,7 @@ class ConfluentAdmin:
         from confluent_kafka.admin import AdminClient
 
         with refused_config(f"servers {servers!r}", "admin client"):
-            self.admin = AdminClient({"bootstrap.servers": servers, **config})
+            self.admin = AdminClient({**QUIET_DEFAULTS, "bootstrap.servers": servers, **config})
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
         """The group's offsets for the topic (a partition never committed is absent)."""

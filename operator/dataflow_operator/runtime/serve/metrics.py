@@ -87,6 +87,10 @@ METRICS = {
         "dataflow_source_upstream_lag",
         "Records the upstream has that the source has not read (a kafka source).",
     ),
+    "source_unreachable": _Metric(
+        "dataflow_source_upstream_unreachable",
+        "1 while a source's upstream cannot be read (a kafka broker out of reach; retried).",
+    ),
     "source_committed": _Metric(
         "dataflow_source_committed_offset",
         "A kafka source's consumer group offset committed by this replica, per partition.",
@@ -126,6 +130,7 @@ def _source_samples(source: SourceStatus) -> Iterable[tuple[str, float]]:
     yield "source_failures", float(source.release_failures)
     if source.upstream_lag is not None:
         yield "source_lag", float(source.upstream_lag)
+    yield "source_unreachable", float(source.last_read_error is not None)
 
 
 class _ReportCollector(Collector):

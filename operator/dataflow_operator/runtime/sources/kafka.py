@@ -21,9 +21,12 @@ A ``kafka`` source is read by the same Python data source as every other kind
 
 Kafka being unreachable (a broker down, a topic not created yet) stops nothing: the batch
 reads nothing, the frontier stays where it was, the reason is written to
-:data:`READ_ERROR_FILE` (the source's report shows it) and the next step tries again.
-Input lost upstream before it was read (retention) and a value that does not parse are
-errors of the dataflow.
+:data:`READ_ERROR_FILE` (the source's report shows it as ``lastReadError``, its metric
+``dataflow_source_upstream_unreachable``), one warning is logged per outage and the next
+step tries again.
+Input lost upstream before it was read (retention), a topic that ends before the
+positions read (deleted and made again) and a value that does not parse are errors of
+the dataflow, each naming the topic, partitions and offsets.
 
 Spark logs the offset, then its tasks read the part like any stored changelog. A batch
 redone after a crash reads the same part (it was written before its offset was logged);
@@ -127,6 +130,8 @@ class KafkaIngest:
         self.connect = connect or _confluent
         self._client: KafkaReader | None = None
         self._partitions: tuple[float, list[int]] | None = None
+        self._down_since: float | None = None
+        """When Kafka was last found out of reach (``None``: it was read since)."""
 
     @property
     def client(self) -> KafkaReader:
@@ -146,12 +151,20 @@ class KafkaIngest:
         try:
             end = self._latest(start, base, now)
         except KafkaUnavailable as error:
-            log.warning(
-                "kafka source not read; retrying", topic=self.options.topic, error=str(error)
-            )
+            if self._down_since is None:  # one line per outage, not one per step
+                self._down_since = wall.monotonic()
+                log.warning(
+                    "kafka source not read; retrying every step",
+                    topic=self.options.topic,
+                    error=str(error),
+                )
             self.options.log_dir.child(READ_ERROR_FILE).write_text(str(error))
             self.close()
             return start
+        if self._down_since is not None:
+            down = round(wall.monotonic() - self._down_since, 1)
+            log.info("kafka source read again", topic=self.options.topic, down_seconds=down)
+            self._down_since = None
         if self.options.log_dir.child(READ_ERROR_FILE).exists():
             self.options.log_dir.child(READ_ERROR_FILE).delete()
         return end
@@ -164,6 +177,7 @@ class KafkaIngest:
             recorded = self.options.ingested.read_upper()
             upper = max(upper, 0 if recorded is None else recorded.upper)
         highs: dict[int, int] = {}
+        past: dict[int, int] = {}
         for partition in self._topic_partitions():
             low, high = self.client.watermarks(partition)
             position = positions.setdefault(partition, low)
@@ -173,7 +187,11 @@ class KafkaIngest:
                     f"{position}..{low - 1} were deleted upstream before they were read "
                     "(retention): the source cannot be read without losing them"
                 )
-            highs[partition] = high
+            if position > high and not self._holds_record(partition, position - 1):
+                past[partition] = high
+            highs[partition] = max(high, position)
+        if past:
+            self._topic_behind(positions, past)
         fetched, reached = self._fetch(positions, highs)
         taken, held = self._take(fetched, positions)
         reads, rows = [], []
@@ -198,6 +216,33 @@ class KafkaIngest:
             "partitions": {str(p): o for p, o in sorted(positions.items())},
             "highs": {str(p): h for p, h in sorted(highs.items())},
         }
+
+    def _holds_record(self, partition: int, offset: int) -> bool:
+        """Whether the partition still has the record at ``offset`` (the last one read:
+        a broker may answer a high watermark below it, see
+        :meth:`~.kafka_client.ConfluentReader.watermarks`)."""
+        try:
+            got, _ = self.client.fetch({partition: offset}, 1, FETCH_SECONDS)
+        except KafkaUnavailable:
+            raise
+        except KafkaFailure:
+            return False
+        return any(r.partition == partition and r.offset == offset for r in got)
+
+    def _topic_behind(self, positions: Mapping[int, int], ends: Mapping[int, int]) -> None:
+        """Raise the error of a topic that ends before the positions read (deleted and
+        made again, or truncated): reading on would skip the records below them, or read
+        again those that were read."""
+        names = ", ".join(str(p) for p in sorted(ends))
+        read = ", ".join(str(positions[p]) for p in sorted(ends))
+        end = ", ".join(str(ends[p]) for p in sorted(ends))
+        noun = "partition" if len(ends) == 1 else "partitions"
+        raise KafkaFailure(
+            f"topic {self.options.topic!r} {noun} {names}: the source read up to offsets "
+            f"{read} but the topic ends at {end}: it was deleted and made again (or "
+            "truncated) upstream; the source cannot go on without skipping records or "
+            "reading some twice (recreate the dataflow to read the topic from its start)"
+        )
 
     def _topic_partitions(self) -> list[int]:
         """The topic's partitions, asked at most every :data:`PARTITIONS_SECONDS`."""

@@ -31,6 +31,21 @@ REQUEST_SECONDS = 2.0
 out of reach must not hold every dataflow of the replica for long."""
 
 
+QUIET_DEFAULTS: dict[str, str | bool] = {"log_level": "2"}
+"""The Kafka clients' defaults (a source's ``properties`` override them): librdkafka's own
+lines (one per failed connection attempt, several a second while a broker is down) are
+left out; the source reports an outage itself (one warning, ``lastReadError``, a metric)."""
+
+FETCH_DEFAULTS: dict[str, str | bool] = {"fetch.wait.max.ms": "100", **QUIET_DEFAULTS}
+"""The reader's defaults (a source's ``properties`` override them): a fetch the broker
+holds open for want of data delays the next assignment's (a batch re-assigns whenever
+its positions are not where the last fetch left off) by up to this long."""
+
+OUT_OF_RANGE = (-140, 1)
+"""librdkafka's codes for a fetch position the partition does not hold (``_AUTO_OFFSET_RESET``
+with ``auto.offset.reset=error``, ``OFFSET_OUT_OF_RANGE``): not a broker out of reach."""
+
+
 class KafkaFailure(RuntimeError):
     """Reading the topic cannot go on (one line, naming the topic)."""
 
@@ -115,8 +130,10 @@ class ConfluentReader:
 
         self.topic = topic
         with refused_config(f"topic {topic!r}", "consumer"):
-            self.consumer = Consumer(dict(config))
+            self.consumer = Consumer(FETCH_DEFAULTS | dict(config))
         self._next: dict[int, int] = {}
+        self._highs: dict[int, tuple[int, int]] = {}
+        """Partition → (the high watermark ListOffsets last answered, the one used)."""
 
     def partitions(self) -> list[int]:
         """The topic's partitions (an error names the topic)."""
@@ -139,16 +156,45 @@ class ConfluentReader:
             raise KafkaUnavailable(f"topic {self.topic!r}: {error}") from None
 
     def watermarks(self, partition: int) -> tuple[int, int]:
-        """Low and high watermark, asked of the broker."""
+        """Low and high watermark, asked of the broker (ListOffsets).
+
+        Some Kafka-compatible brokers (Tansu) answer ListOffsets with the last *batch's*
+        base offset + 1, which would leave a batch's other records unread until another
+        is produced; their fetch responses carry the right high watermark. So the record
+        below the answer is fetched (:meth:`_probe`) and the high watermark is the larger
+        of the two answers: on Kafka they agree, and the probe is made again only when
+        the answer moves; where they differ, at every call (a topic made again under
+        the same answer must not be taken for the old one)."""
         from confluent_kafka import TopicPartition
 
+        where = TopicPartition(self.topic, partition)
         with self._unavailable():
             found = self.consumer.get_watermark_offsets(
-                TopicPartition(self.topic, partition), timeout=REQUEST_SECONDS, cached=False
+                where, timeout=REQUEST_SECONDS, cached=False
             )
         if found is None:
             raise KafkaUnavailable(f"topic {self.topic!r} partition {partition}: no watermarks")
-        return int(found[0]), int(found[1])
+        low, listed = int(found[0]), int(found[1])
+        known = self._highs.get(partition)
+        if known is not None and known == (listed, listed):
+            return low, listed  # answered right last time, and the same
+        high = listed
+        if listed > low:
+            high = max(listed, self._probe(partition, listed - 1))
+        self._highs[partition] = (listed, high)
+        return low, high
+
+    def _probe(self, partition: int, offset: int) -> int:
+        """The high watermark a fetch of the record at ``offset`` answers (-1: none)."""
+        from confluent_kafka import TopicPartition
+
+        where = TopicPartition(self.topic, partition, offset)
+        with self._unavailable():
+            self.consumer.assign([where])
+            self.consumer.consume(num_messages=1, timeout=REQUEST_SECONDS)
+            cached = self.consumer.get_watermark_offsets(where, cached=True)
+        self._next = {partition: offset + 1}
+        return int(cached[1]) if cached is not None else -1
 
     def fetch(
         self, starts: Mapping[int, int], max_records: int, timeout: float
@@ -170,6 +216,11 @@ class ConfluentReader:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     continue
+                if error.code() in OUT_OF_RANGE:
+                    raise KafkaFailure(
+                        f"topic {self.topic!r} partition {message.partition()}: offset "
+                        f"{message.offset()} is out of the partition's range: {error.str()}"
+                    )
                 raise KafkaUnavailable(f"topic {self.topic!r}: {error.str()}")
             partition, offset = int(message.partition() or 0), int(message.offset() or 0)
             records.append(KafkaRecord(partition, offset, message.timestamp()[1], message.value()))
