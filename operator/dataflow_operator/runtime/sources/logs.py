@@ -1,21 +1,19 @@
-"""What a source's reader keeps in its log directory, and the files it reads.
+"""What a source's reader keeps in its log directory, and the data files it lists.
 
 - ``files.log``: every file of the source's directory the reader has seen, in order,
   with when the listing that first saw it was taken (:func:`read_listing`);
 - :data:`HELD_FILE`: the changelog input held back at the expiration (:class:`HeldInput`);
 - :data:`INGESTED_DIR`: the ingested collection (:mod:`.ingested`).
+
+The files themselves are read by their format (:mod:`.formats`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import iter_json_lines
 
 __all__ = [
     "FILES_LOG",
@@ -24,8 +22,6 @@ __all__ = [
     "HeldInput",
     "list_data_files",
     "read_listing",
-    "records",
-    "suffix_of",
 ]
 
 FILES_LOG = "files.log"
@@ -74,21 +70,3 @@ def read_listing(log_dir: Location) -> list[tuple[str, int]]:
             name, _, listed = line.partition("\t")
             found.append((name, int(listed) if listed.isdigit() else 0))
     return found
-
-
-def suffix_of(file: Location) -> str:
-    """A file name's extension, lower case (empty without one)."""
-    return file.name.rsplit(".", 1)[-1].lower() if "." in file.name else ""
-
-
-def records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
-    """A data file's records, read as they are consumed: a large file is never held whole
-    in the worker, and a drop stops its reading at once."""
-    suffix = suffix_of(file)
-    if suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv")):
-        for batch in file.read_parquet_batches():
-            yield from batch.to_pylist()
-    elif suffix == "csv" or file_format == "csv":
-        yield from csv.DictReader(file.read_lines())
-    else:
-        yield from iter_json_lines(file.read_lines(), file.name)
