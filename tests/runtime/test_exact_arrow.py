@@ -1,9 +1,9 @@
 """A source's files read by Arrow give exactly the rows the row-by-row reading gives.
 
-The reader reads a file by Arrow (:mod:`dataflow_operator.runtime.sources.exact_arrow`)
-as far as Arrow reads it exactly, then row by row. Each case here is read twice, once
-as the reader does and once with Arrow's reading turned off, and the two must agree: the
-same rows, or the same error.
+The reader reads a file by Arrow where Arrow reads it exactly, the rest row by row (each
+format's choice: :mod:`dataflow_operator.runtime.sources.file_format`). Each case here is
+read twice, once as the reader does and once with Arrow's reading turned off, and the
+two must agree: the same rows, or the same error.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 )
 from tests.runtime.source_rows import rows_read, source_schema
 
-from dataflow_operator.runtime.sources import exact_arrow, item_updates
+from dataflow_operator.runtime.sources import file_format, item_updates
 from dataflow_operator.runtime.sources.read_tasks import ReadItem, ReadTask
 from dataflow_operator.runtime.sources.reader import ChangelogReader
 from dataflow_operator.runtime.storage import Location
@@ -65,10 +65,10 @@ def _read(
     with monkeypatch.context() as patch:
         if not exact:
 
-            def row_by_row(*_: Any) -> Any:
-                raise exact_arrow.NotExact("turned off")
+            def row_by_row(self: file_format.FileFormat, file: Location, _: Any) -> Any:
+                return iter([file_format.Rows(self.records(file))])
 
-            patch.setattr(item_updates, "exact_batches", row_by_row)
+            patch.setattr(file_format.FileFormat, "blocks", row_by_row)
         try:
             return rows_read(source, ReadTask([item], BATCH_TIME, False, None))
         except (BadValue, pa.ArrowInvalid) as error:
@@ -153,7 +153,7 @@ def test_a_clean_file_is_read_by_arrow_alone(
     def never(*_: Any) -> Any:
         raise AssertionError("read row by row")
 
-    monkeypatch.setattr(item_updates, "row_updates", never)
+    monkeypatch.setattr(item_updates.RowReading, "update", never)
     read = rows_read(source, ReadTask([ReadItem(_uri(file), None, 150)], BATCH_TIME, False, None))
     assert [(n, s, time, diff) for n, s, time, diff, _, _ in read[:2]] == [
         (0, "s0", 150, 1),  # times below the floor are advanced to it

@@ -24,14 +24,14 @@ import functools
 import io
 import os
 import uuid
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from dataflow_operator.core.names import segment_problem
@@ -186,12 +186,18 @@ class Location:
 
     def read_lines(self) -> Generator[str, None, None]:
         """The file's UTF-8 lines, read as they are consumed (never the whole file at once)."""
-        fs, path = self._fs()
         with (
-            fs.open_input_stream(path) as stream,
+            self.open_stream() as stream,
             io.TextIOWrapper(stream, encoding="utf-8", newline="") as text,
         ):
             yield from text
+
+    @contextmanager
+    def open_stream(self) -> Iterator[pa.NativeFile]:
+        """The file's bytes as a stream, read as they are consumed (closed on leaving)."""
+        fs, path = self._fs()
+        with fs.open_input_stream(path) as stream:
+            yield stream
 
     def read_parquet_batches(
         self, columns: Sequence[str] | None = None
@@ -202,16 +208,6 @@ class Location:
         with fs.open_input_file(path) as file:
             wanted = None if columns is None else list(columns)
             yield from pq.ParquetFile(file).iter_batches(columns=wanted)
-
-    def read_json_batches(
-        self, parse_options: pa_json.ParseOptions | None = None
-    ) -> Generator[pa.RecordBatch, None, None]:
-        """A JSON-lines file's record batches as Arrow parses them, a block at a time (the
-        types are those of ``parse_options``' explicit schema, the others inferred from
-        the first block; a later block that disagrees raises)."""
-        fs, path = self._fs()
-        with fs.open_input_stream(path) as stream:
-            yield from pa_json.open_json(stream, parse_options=parse_options)
 
     def size(self) -> int:
         """The file's size in bytes (0 when it is not there)."""

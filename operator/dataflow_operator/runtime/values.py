@@ -19,6 +19,7 @@ __all__ = [
     "format_update",
     "format_value",
     "iter_json_lines",
+    "json_objects",
 ]
 
 _INTEGRAL_BITS = {
@@ -104,23 +105,37 @@ def convert_row(record: Mapping[str, Any], fields: Sequence[tuple[str, Any]]) ->
 
 def iter_json_lines(lines: Iterable[str], where: str) -> Iterator[dict[str, Any]]:
     """JSON objects, one per line, parsed as the lines come (a file that is one JSON
-    array of objects, starting with ``[``, is read whole)."""
+    array of objects, its first non-blank line starting with ``[``, is read whole)."""
     iterator = iter(lines)
-    first = True
     for number, line in enumerate(iterator, start=1):
         if not line.strip():
             continue
-        if first and line.lstrip().startswith("["):
+        if line.lstrip().startswith("["):
             yield from _json_array("".join([line, *iterator]), where)
-            return
-        first = False
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise BadValue(f"{where}: line {number}: not JSON: {error.msg}") from None
-        if not isinstance(record, dict):
-            raise BadValue(f"{where}: line {number}: expected a JSON object")
-        yield record
+        else:
+            yield _json_object(line, where, number)
+            yield from json_objects(iterator, where, first_line=number + 1)
+        return
+
+
+def json_objects(
+    lines: Iterable[str], where: str, *, first_line: int = 1
+) -> Iterator[dict[str, Any]]:
+    """JSON objects, one per non-blank line, parsed as the lines come; an error names
+    ``where`` and the line's number (the first of ``lines`` is ``first_line``)."""
+    for number, line in enumerate(lines, start=first_line):
+        if line.strip():
+            yield _json_object(line, where, number)
+
+
+def _json_object(line: str, where: str, number: int) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise BadValue(f"{where}: line {number}: not JSON: {error.msg}") from None
+    if not isinstance(record, dict):
+        raise BadValue(f"{where}: line {number}: expected a JSON object")
+    return record
 
 
 def _json_array(text: str, where: str) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The Arrow batches a source's read task hands Spark.
 
 A task's updates are Arrow record batches of :class:`UpdateColumns` (the data columns,
-``__time``, ``__diff``), read by Arrow (:mod:`.exact_arrow`) or converted from rows read
+``__time``, ``__diff``), read by Arrow (:mod:`.file_format`) or converted from rows read
 one by one (:meth:`UpdateColumns.from_rows`). The same batches are recorded in the
 ingested collection, and handed to Spark with the batch's columns added
 (:meth:`UpdateColumns.output`): Spark takes them as they are, without converting each

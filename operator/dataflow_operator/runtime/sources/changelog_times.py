@@ -8,13 +8,9 @@ tasks read each row's time and diff. Both name the file and row of a bad value.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from dataflow_operator.runtime.sources.logs import records, suffix_of
+from dataflow_operator.runtime.sources.formats import format_of
 from dataflow_operator.runtime.sources.options import SourceOptions
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert
@@ -49,40 +45,22 @@ def time_and_diff(record: dict[str, Any], options: SourceOptions, where: str) ->
 
 def newest_time(file: Location, options: SourceOptions) -> int | None:
     """The newest time in a changelog file, ``None`` when it has no rows: by Arrow when it
-    can tell (a fifth of the time; a bad diff is then reported when the file is read),
-    else row by row."""
-    newest = newest_integer(file, options.format, options.time_column)
+    can tell (a bad diff is then reported when the file is read),
+    else row by row, both by the file's format."""
+    file_format = format_of(file, options.format)
+    newest = file_format.newest_integer(file, options.time_column)
     if newest is not None:
         return newest
-    rows = records(file, options.format)
+    rows = file_format.records(file)
     times = (time_and_diff(r, options, f"{file.name}: row {n}")[0] for n, r in enumerate(rows, 1))
     return max(times, default=None)
 
 
 def newest_integer(file: Location, file_format: str, column: str) -> int | None:
-    """The largest value of ``column`` in a JSON-lines or Parquet file, read by Arrow a
-    block at a time; ``None`` when Arrow cannot tell it exactly (no rows, another layout, a
-    value that is not an integer, a null): read the file row by row then."""
-    suffix = suffix_of(file)
-    parquet = suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv"))
-    if not parquet and (suffix == "csv" or file_format == "csv"):
-        return None
-    newest: int | None = None
-    try:
-        if parquet:
-            batches: Iterator[pa.RecordBatch] = file.read_parquet_batches(columns=[column])
-        else:
-            batches = file.read_json_batches()
-        for batch in batches:
-            values = batch.column(column) if column in batch.schema.names else None
-            if values is None or not pa.types.is_integer(values.type) or values.null_count:
-                return None
-            if len(values):
-                found = int(pc.max(values).as_py())
-                newest = found if newest is None else max(newest, found)
-    except (pa.ArrowException, KeyError, ValueError):
-        return None
-    return newest
+    """The largest value of ``column`` in a file of a source whose format is
+    ``file_format``, read by Arrow; ``None`` when Arrow cannot tell it exactly (no rows,
+    CSV, a value that is not an integer, a null): read the file row by row then."""
+    return format_of(file, file_format).newest_integer(file, column)
 
 
 def producer_upper(directory: Location) -> int | None:

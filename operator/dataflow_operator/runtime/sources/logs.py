@@ -1,22 +1,20 @@
-"""What a source's reader keeps in its log directory, and the files it reads.
+"""What a source's reader keeps in its log directory, and the data files it lists.
 
 - ``files.log``: every file of the source's directory the reader has seen, in order,
   with when the listing that first saw it was taken (:func:`read_listing`);
 - :data:`HELD_FILE`: the changelog input held back at the expiration (:class:`HeldInput`);
 - :data:`INGESTED_DIR`: the ingested collection (:mod:`.ingested`);
 - :data:`SKIPPED_LOG`: a table's files that are not rows (:func:`table_rows_files`).
+
+The files themselves are read by their format (:mod:`.formats`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue, iter_json_lines
 
 __all__ = [
     "FILES_LOG",
@@ -28,8 +26,6 @@ __all__ = [
     "list_data_files",
     "read_listing",
     "read_skipped",
-    "records",
-    "suffix_of",
     "table_rows_files",
 ]
 
@@ -103,50 +99,3 @@ def read_listing(log_dir: Location) -> list[tuple[str, int]]:
             name, _, listed = line.partition("\t")
             found.append((name, int(listed) if listed.isdigit() else 0))
     return found
-
-
-def suffix_of(file: Location) -> str:
-    """A file name's extension, lower case (empty without one)."""
-    return file.name.rsplit(".", 1)[-1].lower() if "." in file.name else ""
-
-
-def records(file: Location, file_format: str) -> Iterator[dict[str, Any]]:
-    """A data file's records, read as they are consumed: a large file is never held whole
-    in the worker, and a drop stops its reading at once."""
-    suffix = suffix_of(file)
-    if suffix == "parquet" or (file_format == "parquet" and suffix not in ("json", "csv")):
-        for batch in file.read_parquet_batches():
-            yield from batch.to_pylist()
-    elif suffix == "csv" or file_format == "csv":
-        yield from _csv_records(file)
-    else:
-        yield from iter_json_lines(_utf8_lines(file), file.name)
-
-
-def _utf8_lines(file: Location) -> Iterator[str]:
-    """The file's lines; bytes that are not UTF-8 are a :class:`BadValue` naming the file."""
-    try:
-        yield from file.read_lines()
-    except UnicodeDecodeError as error:
-        raise BadValue(
-            f"{file.name}: not UTF-8 text (it holds the byte 0x{error.object[error.start]:02x}); "
-            "save the file as UTF-8"
-        ) from None
-
-
-def _csv_records(file: Location) -> Iterator[dict[str, Any]]:
-    """A CSV file's rows by its header; a row with more or fewer values than the header
-    names is a :class:`BadValue` naming the file, the line and the columns."""
-    reader = csv.DictReader(_utf8_lines(file))
-    for record in reader:
-        header = reader.fieldnames or []
-        extra = record.pop(None, None)
-        missing = [name for name in header if record.get(name) is None]
-        if extra or missing:
-            count = len(header) + len(extra or []) - len(missing)
-            raise BadValue(
-                f"{file.name}: line {reader.line_num}: {count} value(s), but the header names "
-                f"{len(header)} ({', '.join(header)}); give each row one value per column "
-                "(empty for NULL)"
-            )
-        yield record
