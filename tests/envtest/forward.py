@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import threading
 from collections.abc import Awaitable, Callable
 
-__all__ = ["Forwarder"]
+__all__ = ["Forwarder", "ForwarderThread"]
 
 Connect = Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
 
@@ -59,3 +60,31 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     finally:
         with contextlib.suppress(Exception):
             writer.close()
+
+
+class ForwarderThread:
+    """Forwarders on an event loop of their own, in a thread: whatever else the test's
+    loop is busy with (starting pods, sampling memory), connections keep flowing."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="forwarders", daemon=True
+        )
+        self._forwarders: list[Forwarder] = []
+        self._thread.start()
+
+    async def add(self, listener: socket.socket, connect: Connect) -> Forwarder:
+        """Start forwarding ``listener`` (from any loop)."""
+        forwarder = Forwarder(listener, connect)
+        started = asyncio.run_coroutine_threadsafe(forwarder.start(), self.loop)
+        await asyncio.wrap_future(started)
+        self._forwarders.append(forwarder)
+        return forwarder
+
+    def stop(self) -> None:
+        for forwarder in self._forwarders:
+            asyncio.run_coroutine_threadsafe(forwarder.stop(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()

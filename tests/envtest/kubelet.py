@@ -30,7 +30,7 @@ import structlog
 
 from tests.envtest.api import Api, ApiFailure
 from tests.envtest.environment import PodFacts, PodSetupError, container_environment
-from tests.envtest.forward import Forwarder
+from tests.envtest.forward import ForwarderThread
 from tests.envtest.hosts import ServiceView, hosts_file
 from tests.envtest.image import Image, container_argv
 from tests.envtest.memory import Memory
@@ -102,11 +102,13 @@ class TestKubelet:
         """``namespace/name`` → peak memory, for every pod that ran here."""
         self.logs: dict[str, list[Path]] = {}
         """``namespace/name`` → its containers' logs (kept after the pod is gone)."""
+        self.exits: dict[str, dict[str, tuple[int | None, str]]] = {}
+        """``namespace/name`` → container → (exit code, reason), once its pod is deleted."""
         self._started: dict[str, str] = {}
         self._reported: dict[str, str] = {}
         self._setup_failed: dict[str, float] = {}
         self._deleting: dict[str, asyncio.Task[None]] = {}
-        self._forwarders: list[Forwarder] = []
+        self._forwarders = ForwarderThread()
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -132,14 +134,11 @@ class TestKubelet:
         for run in list(self.runs.values()):
             await asyncio.to_thread(run.kill)
         self.runs.clear()
-        for forwarder in self._forwarders:
-            await forwarder.stop()
+        self._forwarders.stop()
         self.network.delete()
 
-    async def _forward(self, listener: socket.socket, connect: Any) -> Forwarder:
-        forwarder = await Forwarder(listener, connect).start()
-        self._forwarders.append(forwarder)
-        return forwarder
+    async def _forward(self, listener: socket.socket, connect: Any) -> int:
+        return (await self._forwarders.add(listener, connect)).port
 
     async def reach(self, ip: str, port: int) -> int:
         """A port on the host's loopback that reaches ``ip:port`` on the pod network."""
@@ -152,7 +151,7 @@ class TestKubelet:
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)
         listener.setblocking(False)
-        return (await self._forward(listener, connect)).port
+        return await self._forward(listener, connect)
 
     def output(self, namespace: str, name: str, tail: int = 4000) -> str:
         """The logs of a pod's containers (the last ``tail`` characters of each)."""
@@ -241,7 +240,7 @@ class TestKubelet:
             )
             await self._waiting(pod, "ErrImagePull", f"image {missing!r} is not on this node")
             return
-        network = self.network.add_pod(uid)
+        network = await asyncio.to_thread(self.network.add_pod, uid)
         facts = PodFacts(network.address, self.network.gateway, KUBERNETES_SERVICE_IP)
 
         async def fetch(kind: str, name: str) -> dict[str, Any] | None:
@@ -299,6 +298,8 @@ class TestKubelet:
                 await asyncio.sleep(0.2)
             await asyncio.to_thread(run.kill, None)
             await self._report(pod, run)
+        if run is not None:
+            self.exits[_key(pod)] = {c.name: (c.exit_code, c.reason) for c in run.containers}
         with contextlib.suppress(ApiFailure):
             await self.api.delete(self._path(pod), gracePeriodSeconds="0")
         self.runs.pop(uid, None)

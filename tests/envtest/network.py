@@ -10,11 +10,15 @@ bound to ``0.0.0.0`` is reached at its pod IP, never at ``0.0.0.0``).
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass, field
 
-__all__ = ["KUBERNETES_SERVICE_IP", "NodeNetwork", "PodNetwork"]
+__all__ = ["IP", "KUBERNETES_SERVICE_IP", "NodeNetwork", "PodNetwork"]
+
+IP = shutil.which("ip") or "/usr/sbin/ip"
+"""iproute2's ``ip``, by its full path (processes here start with an empty PATH)."""
 
 KUBERNETES_SERVICE_IP = "10.0.0.1"
 """The ``kubernetes`` Service's cluster IP (the first of the API server's service range)."""
@@ -23,7 +27,7 @@ POD_SUBNET = ipaddress.ip_network("10.244.0.0/24")
 
 def ip(*args: str) -> None:
     """Run ``ip ARGS``; an error names the command."""
-    done = subprocess.run(["ip", *args], check=False, capture_output=True, text=True)
+    done = subprocess.run([IP, *args], check=False, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
 
@@ -91,9 +95,9 @@ class NodeNetwork:
         """Delete the pod's namespace (its veth goes with it)."""
         pod = self.pods.pop(key, None)
         if pod is not None:
-            subprocess.run(["ip", "netns", "del", pod.netns], check=False, capture_output=True)
+            subprocess.run([IP, "netns", "del", pod.netns], check=False, capture_output=True)
 
     def delete(self) -> None:
         for key in list(self.pods):
             self.remove_pod(key)
-        subprocess.run(["ip", "netns", "del", self.name], check=False, capture_output=True)
+        subprocess.run([IP, "netns", "del", self.name], check=False, capture_output=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.envtest.memory import Memory, netns_inode, pod_memory, pod_processes
-from tests.envtest.network import PodNetwork
+from tests.envtest.network import IP, PodNetwork
 from tests.envtest.volumes import Mount
 
 __all__ = ["ContainerRun", "PodRun", "now_rfc3339"]
 
 POD_INIT = Path(__file__).with_name("pod_init.py")
+UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
 
 
 def now_rfc3339() -> str:
@@ -118,8 +120,8 @@ class PodRun:
         spec_file.write_text(json.dumps(spec))
         log = self.directory / f"{name}.log"
         command = [
-            "ip", "netns", "exec", self.network.netns,
-            "unshare", "--mount", "--uts", "--propagation", "private",
+            IP, "netns", "exec", self.network.netns,
+            UNSHARE, "--mount", "--uts", "--propagation", "private",
             sys.executable, str(POD_INIT), str(spec_file),
         ]  # fmt: skip
         with log.open("ab") as out:
