@@ -36,5 +36,9 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     DATAFLOW_STATE_DIR=/opt/dataflow/state
 USER 185
 WORKDIR /opt/dataflow
+# Every role runs through this entry point: the operator (CMD below), replica drivers
+# (their pod's command: `dataflow-operator replica`) and executors, which Spark creates
+# with no command and `args: [executor]`: `dataflow-operator executor` execs the
+# executor JVM as Spark's own image entry point does (dataflow_operator/executor_command.py).
 ENTRYPOINT ["/usr/bin/tini", "--", "dataflow-operator"]
 CMD ["operator", "--all-namespaces"]

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("dataflow_operator.runtime.cli.run", "run a local replica over manifests"),
     "insert": ("dataflow_operator.runtime.cli.insert", "append rows to a table, atomically"),
     "replica": ("dataflow_operator.runtime.cli.replica", "driver pod: engine + control API"),
+    "executor": ("dataflow_operator.executor_command", "executor pod: Spark's executor JVM"),
     "subscribe": ("dataflow_operator.client.subscribe_command", "stream a dataflow's changelog"),
     "peek": ("dataflow_operator.client.peek_command", "print an Index's current contents"),
 }

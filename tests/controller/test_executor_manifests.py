@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -24,6 +25,12 @@ from dataflow_operator.controller.manifests import (
     build_control_token_secret,
     build_driver_pod,
     driver_spec_hash,
+)
+from dataflow_operator.controller.manifests.sizing import (
+    SIZES,
+    driver_memory,
+    executor_memory,
+    sizing_table,
 )
 from dataflow_operator.controller.naming import EXECUTOR_CONTAINER
 
@@ -279,3 +286,73 @@ def test_state_uri_rejects_other_forms_naming_the_field(uri: str, why: str) -> N
     (item,) = error.value.errors()
     assert item["loc"] == ("spec", "stateUri")
     assert why in item["msg"]
+
+
+def address_executors_dial(settings: dict[str, str]) -> str:
+    """The driver address Spark hands executors (BasicExecutorFeatureStep, Spark 4.x):
+    the bind address while spark.kubernetes.executor.useDriverPodIP is true (the default
+    from 4.1), else spark.driver.host."""
+    if settings.get("spark.kubernetes.executor.useDriverPodIP", "true") == "true":
+        return settings["spark.driver.bindAddress"]
+    return settings["spark.driver.host"]
+
+
+@pytest.mark.parametrize("user", [{}, {"spark.kubernetes.executor.useDriverPodIP": "true"}])
+def test_executors_dial_the_attempts_dns_name_not_the_bind_address(user: dict[str, str]) -> None:
+    settings = conf(driver(replica(stateUri=URI, executor={"instances": 2}, sparkConf=user)))
+    assert settings["spark.driver.bindAddress"] == "0.0.0.0"
+    assert address_executors_dial(settings) == "driver-1.r1-attempts.team.svc"
+
+
+MEASURED_EXECUTOR_USE_MIB = 973
+"""The most an executor with a 512Mi heap and 1 core used on a real node (JVM and Python
+workers, issue 34: 931-973 MiB over five runs)."""
+
+
+def spark_executor_pod_mib(settings: dict[str, str]) -> int:
+    """The memory Spark gives an executor pod of a PySpark application in client mode
+    (BasicExecutorFeatureStep): heap + overhead, the overhead given or
+    max(384, factor x heap) with the JVM factor 0.1."""
+    heap = int(settings["spark.executor.memory"].removesuffix("m"))
+    if "spark.executor.memoryOverhead" in settings:
+        overhead = int(settings["spark.executor.memoryOverhead"].removesuffix("m"))
+    else:
+        factor = float(settings.get("spark.executor.memoryOverheadFactor", "0.1"))
+        overhead = max(384, int(factor * heap))
+    return heap + overhead
+
+
+def test_executor_pods_have_room_for_their_python_workers() -> None:
+    settings = conf(driver(replica(stateUri=URI, executor={"instances": 2, "memory": "512Mi"})))
+    assert spark_executor_pod_mib(settings) > MEASURED_EXECUTOR_USE_MIB
+
+
+@pytest.mark.parametrize(
+    ("executor", "pod_mib"),
+    [
+        ({"memory": "512Mi"}, 512 + 384 + 384),
+        ({"memory": "8Gi", "cores": 4}, 8192 + 820 + 4 * 384),
+        ({"memory": "1Gi", "memoryOverhead": "1Gi"}, 2048),  # given: taken as it is
+    ],
+)
+def test_executor_pod_memory_is_what_the_sizing_says(
+    executor: dict[str, Any], pod_mib: int
+) -> None:
+    r = replica(stateUri=URI, executor={"instances": 1, **executor})
+    assert spark_executor_pod_mib(conf(driver(r))) == pod_mib
+    assert executor_memory(r.spec.executor).limit_mib == pod_mib
+
+
+def test_docs_sizing_shows_the_computed_table() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sizing.md").read_text()
+    assert sizing_table() in text, (
+        "docs/sizing.md: paste sizing_table()'s output:\n" + sizing_table()
+    )
+
+
+def test_driver_pod_memory_is_what_the_sizing_says() -> None:
+    for cores, memory in SIZES:
+        r = replica(executor={"instances": 0}, driver={"cores": cores, "memory": memory})
+        resources = container(driver(r))["resources"]
+        limit = driver_memory(r.spec.driver).limit
+        assert resources["limits"]["memory"] == resources["requests"]["memory"] == limit

@@ -153,7 +153,11 @@ class DriverResources(ApiModel):
         default="1Gi", description="Memory for the JVM heap (spark.driver.memory)."
     )
     memory_overhead: QuantityField | None = Field(
-        default=None, description="Extra non-heap memory; absent lets Spark compute it."
+        default=None,
+        description="Memory for everything in the driver pod besides the JVM heap (the "
+        "replica's Python process, the JVM's own, local Python workers); the pod's request "
+        "and limit are memory + memoryOverhead. Absent: Spark's rule for Python drivers, "
+        "max(384Mi, 40% of memory). See docs/sizing.md.",
     )
 
 
@@ -165,7 +169,11 @@ class ExecutorResources(ApiModel):
         default="1Gi", description="Memory for the JVM heap (spark.executor.memory)."
     )
     memory_overhead: QuantityField | None = Field(
-        default=None, description="Extra non-heap memory; absent lets Spark compute it."
+        default=None,
+        description="Memory for everything in an executor pod besides the JVM heap (the "
+        "JVM's own, one Python worker per core); the pod's request and limit are memory + "
+        "memoryOverhead (spark.executor.memoryOverhead). Absent: max(384Mi, 10% of memory) "
+        "for the JVM plus 384Mi per core for Python workers. See docs/sizing.md.",
     )
     instances: int = Field(
         default=1, ge=0, le=10_000, description="Number of executors (0: run in the driver)."

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 from typing import Any
 
 from dataflow_operator.api import injection
@@ -26,9 +25,9 @@ from dataflow_operator.controller.manifests.common import (
     image_of,
     namespace_of,
     owner_reference,
-    quantity_bytes,
     service_account_of,
 )
+from dataflow_operator.controller.manifests.sizing import driver_memory
 from dataflow_operator.controller.manifests.spark import spark_conf, spark_master
 from dataflow_operator.controller.manifests.state import (
     pod_security_context,
@@ -66,8 +65,6 @@ CONTROL_TOKEN_VOLUME = "control-token"
 CONTROL_TOKEN_DIR = "/var/run/dataflow/control"
 CONTROL_TOKEN_KEY = "token"
 CONTROL_TOKEN_FILE = f"{CONTROL_TOKEN_DIR}/{CONTROL_TOKEN_KEY}"
-NON_JVM_OVERHEAD_FACTOR = 0.4  # Spark's own factor for Python drivers
-MIN_OVERHEAD_BYTES = 384 * 2**20
 
 
 def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
@@ -99,15 +96,6 @@ def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
             relevant[key] = value
     encoded = json.dumps(relevant, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(encoded.encode()).hexdigest()[:16]
-
-
-def _driver_memory_limit(replica: Replica) -> str:
-    heap = quantity_bytes(replica.spec.driver.memory)
-    if replica.spec.driver.memory_overhead:
-        overhead = quantity_bytes(replica.spec.driver.memory_overhead)
-    else:
-        overhead = max(MIN_OVERHEAD_BYTES, math.ceil(heap * NON_JVM_OVERHEAD_FACTOR))
-    return f"{math.ceil((heap + overhead) / 2**20)}Mi"
 
 
 def _env(
@@ -192,7 +180,7 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
         LABEL_ROLE: ROLE_DRIVER,
         LABEL_ATTEMPT: str(attempt.number),
     }
-    memory = _driver_memory_limit(replica)
+    memory = driver_memory(spec.driver).limit
     container: dict[str, Any] = {
         "name": DRIVER_CONTAINER,
         "image": image_of(replica, config),

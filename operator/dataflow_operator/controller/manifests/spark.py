@@ -17,6 +17,7 @@ from dataflow_operator.controller.manifests.common import (
     namespace_of,
     service_account_of,
 )
+from dataflow_operator.controller.manifests.sizing import executor_memory
 from dataflow_operator.controller.naming import (
     EXECUTOR_CONTAINER,
     LABEL_ROLE,
@@ -32,6 +33,7 @@ _PROTECTED_PREFIXES = (
     "spark.dataflow.",
     "spark.kubernetes.driver.pod.name",
     "spark.kubernetes.executor.podTemplateContainerName",
+    "spark.kubernetes.executor.useDriverPodIP",
 )
 
 
@@ -50,8 +52,9 @@ def spark_conf(
     Without executors (``executor.instances: 0``) Spark runs in local mode and gets no
     ``spark.kubernetes.*``, ``spark.executor.*`` or driver-address settings. The
     Replica's own ``sparkConf`` overrides the operator's choices except the injected
-    ``spark.dataflow.*`` twins, the driver pod name (Spark needs it to own its executors)
-    and the pod template's container name.
+    ``spark.dataflow.*`` twins, the driver pod name (Spark needs it to own its executors),
+    the pod template's container name and ``useDriverPodIP`` (executors reach the driver
+    by its attempt's DNS name).
     """
     spec = replica.spec
     conf: dict[str, str] = {
@@ -70,6 +73,13 @@ def spark_conf(
     if spec.executor.instances > 0:
         conf["spark.kubernetes.driver.pod.name"] = attempt.pod_name
         conf["spark.kubernetes.executor.podTemplateContainerName"] = EXECUTOR_CONTAINER
+        # Executors dial the driver at spark.driver.host, the attempt's own DNS name (the
+        # headless attempts Service publishes it before the pod is ready). Spark >= 4.1
+        # (BasicExecutorFeatureStep) otherwise hands them spark.driver.bindAddress, its
+        # default useDriverPodIP=true assuming Spark's own entrypoint bound it to the pod
+        # IP; ours is 0.0.0.0, which an executor dials as itself. Spark 4.0 ignores the
+        # key and uses spark.driver.host already, so every 4.x gets the same address.
+        conf["spark.kubernetes.executor.useDriverPodIP"] = "false"
     conf[injection.CONF_START_TIME_MS] = str(attempt.start_time_ms)
     conf[injection.CONF_EXPIRATION_OFFSET] = str(offset)
     return dict(sorted(conf.items()))
@@ -97,8 +107,10 @@ def _executor_conf(replica: Replica, config: OperatorConfig, attempt: Attempt) -
     if account:
         conf["spark.kubernetes.authenticate.driver.serviceAccountName"] = account
         conf["spark.kubernetes.authenticate.executor.serviceAccountName"] = account
-    if spec.executor.memory_overhead:
-        conf["spark.executor.memoryOverhead"] = memory_to_spark(spec.executor.memory_overhead)
+    # always set: Spark would give a PySpark application's executors in client mode the
+    # overhead of a JVM alone, and their Python workers would take them past the limit
+    overhead_mib = executor_memory(spec.executor).overhead // 2**20
+    conf["spark.executor.memoryOverhead"] = f"{overhead_mib}m"
     for key, value in {**labels, LABEL_ROLE: ROLE_EXECUTOR}.items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
     # the Replica's env (valueFrom included) reaches executors through the pod template
