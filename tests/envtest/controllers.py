@@ -35,7 +35,7 @@ class GarbageCollector:
         self.api = api
         self.deleted: list[str] = []
 
-    async def run(self, interval: float = 1.0) -> None:
+    async def run(self, interval: float = 2.0) -> None:
         while True:
             with contextlib.suppress(ApiFailure):
                 await self.collect()
@@ -77,7 +77,7 @@ class ClaimBinder:
     def __init__(self, api: Api) -> None:
         self.api = api
 
-    async def run(self, interval: float = 0.5) -> None:
+    async def run(self, interval: float = 1.0) -> None:
         while True:
             with contextlib.suppress(ApiFailure):
                 await self.bind_pending()

@@ -45,7 +45,7 @@ from tests.envtest.volumes import container_mounts, make_volumes
 __all__ = ["MemoryRecord", "TestKubelet"]
 
 log = structlog.get_logger("envtest.kubelet")
-SYNC_INTERVAL_S = 0.3
+SYNC_INTERVAL_S = 0.5
 SAMPLE_INTERVAL_S = 1.0
 RETRY_SETUP_S = 1.0
 
@@ -103,7 +103,7 @@ class TestKubelet:
         self.logs: dict[str, list[Path]] = {}
         """``namespace/name`` → its containers' logs (kept after the pod is gone)."""
         self.exits: dict[str, dict[str, tuple[int | None, str]]] = {}
-        """``namespace/name`` → container → (exit code, reason), once its pod is deleted."""
+        """``namespace/name`` → container → (exit code, reason) of every container that ended."""
         self._started: dict[str, str] = {}
         self._reported: dict[str, str] = {}
         self._setup_failed: dict[str, float] = {}
@@ -208,9 +208,15 @@ class TestKubelet:
             return
         await self._report(pod, run)
 
+    def _record_exits(self, run: PodRun) -> None:
+        ended = {c.name: (c.exit_code, c.reason) for c in run.containers if c.poll() is not None}
+        if ended:
+            self.exits[_key(run.pod)] = ended
+
     async def _report(self, pod: dict[str, Any], run: PodRun) -> None:
         """Patch the pod's status when what runs here changed."""
         uid = pod["metadata"]["uid"]
+        self._record_exits(run)
         status = running_status(run, self.network.gateway, self._started[uid])
         fingerprint = json.dumps(
             [status["phase"], status["containerStatuses"], status["conditions"][2]["status"]]
@@ -299,7 +305,7 @@ class TestKubelet:
             await asyncio.to_thread(run.kill, None)
             await self._report(pod, run)
         if run is not None:
-            self.exits[_key(pod)] = {c.name: (c.exit_code, c.reason) for c in run.containers}
+            self._record_exits(run)
         with contextlib.suppress(ApiFailure):
             await self.api.delete(self._path(pod), gracePeriodSeconds="0")
         self.runs.pop(uid, None)

@@ -27,6 +27,7 @@ from tests.envtest.conftest import IMAGE
 from tests.envtest.kubelet import TestKubelet
 
 pytestmark = [pytest.mark.envtest, pytest.mark.asyncio, pytest.mark.timeout(180)]
+NS = "/api/v1/namespaces/default"
 
 PROBE = r"""
 import json, os, signal, socket, ssl, sys, urllib.request
@@ -51,6 +52,8 @@ report = {
     "cwd": os.getcwd(),
     "hostname": socket.gethostname(),
     "kubernetes": socket.gethostbyname("kubernetes.default.svc"),
+    "service": socket.gethostbyname("probe-svc.default.svc"),
+    "own_name": socket.gethostbyname("probe-0.probe-svc.default.svc"),
     "api": api,
     "scratch": os.access("/scratch", os.W_OK),
 }
@@ -95,6 +98,8 @@ def _pod(claim: str) -> dict[str, Any]:
         "metadata": {"name": "probe", "namespace": "default", "labels": {"app": "probe"}},
         "spec": {
             "restartPolicy": "Never",
+            "hostname": "probe-0",
+            "subdomain": "probe-svc",
             "terminationGracePeriodSeconds": 20,
             "containers": [container],
             "volumes": [
@@ -131,6 +136,18 @@ async def _objects(api: Api, shared: Path) -> None:
     await api.create(f"{ns}/persistentvolumeclaims", {"metadata": {"name": "shared"}, "spec": {
         "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
         "storageClassName": ""}})  # fmt: skip
+    await api.create(
+        f"{ns}/services",
+        {
+            "metadata": {"name": "probe-svc"},
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": {"app": "probe"},
+                "ports": [{"port": 8080}],
+            },
+        },
+    )
     await api.create(f"{ns}/pods", _pod("shared"))
 
 
@@ -173,6 +190,7 @@ async def test_a_pod_gets_its_environment_volumes_network_and_graceful_deletion(
     env = report["env"]
     assert env["EXPANDED"] == "at /etc/config/greeting, $(NOT) expanded"
     assert (env["POD_IP"], env["POD_NAME"], env["APP"]) == (ip, "probe", "probe")
+    assert env["HOME"] == "/opt/dataflow" and env["PATH"].split(":")[0].endswith("/.venv/bin")
     assert (env["PASSWORD"], env["COLOUR"], env["LIMIT_MI"]) == ("s3cret", "blue", "256")
     assert (env["CM_colour"], env["CM_greeting"]) == ("blue", "hello")
     assert env["KUBERNETES_SERVICE_HOST"] == "10.0.0.1" and env["KUBERNETES_SERVICE_PORT"] == "443"
@@ -183,8 +201,9 @@ async def test_a_pod_gets_its_environment_volumes_network_and_graceful_deletion(
         "/etc/secret/password": "s3cret",
         "/var/run/secrets/kubernetes.io/serviceaccount/namespace": "default",
     }
-    assert report["cwd"] == "/opt/dataflow" and report["hostname"] == "probe"
+    assert report["cwd"] == "/opt/dataflow" and report["hostname"] == "probe-0"
     assert report["kubernetes"] == "10.0.0.1"
+    assert report["service"] == ip and report["own_name"] == ip
     assert report["api"] == "403"  # authenticated as default/default, which may not list pods
     assert report["scratch"] is True
     assert (shared / "from-pod").read_text() == "written in the pod"
@@ -207,3 +226,41 @@ async def test_a_pod_gets_its_environment_volumes_network_and_graceful_deletion(
 
 async def _gone(api: Api, path: str) -> bool:
     return await api.get(path) is None
+
+
+def _plain_pod(name: str, image: str, script: str, memory: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "main", "image": image, "command": ["python", "-c", script],
+                "resources": {"limits": {"memory": memory}},
+            }],
+        },
+    }  # fmt: skip
+
+
+async def test_a_pod_over_its_memory_limit_is_oom_killed_and_an_unknown_image_waits(
+    admin: Api, kubelet: TestKubelet
+) -> None:
+    hog = "import time; x = bytearray(400 * 2**20); x[::4096] = b'1' * len(x[::4096]); time.sleep(120)"
+    await admin.create(f"{NS}/pods", _plain_pod("hog", IMAGE, hog, "128Mi"))
+    await admin.create(f"{NS}/pods", _plain_pod("nope", "nope:1", "pass", "128Mi"))
+
+    async def terminated() -> dict[str, Any] | None:
+        pod = await admin.get(f"{NS}/pods/hog")
+        state = ((pod or {}).get("status", {}).get("containerStatuses") or [{}])[0].get("state", {})
+        return state.get("terminated")
+
+    ended = await _until(terminated, "the hog to be killed", 90)
+    assert (ended["reason"], ended["exitCode"]) == ("OOMKilled", 137)
+    hog_pod = await admin.get(f"{NS}/pods/hog")
+    assert hog_pod is not None and hog_pod["status"]["phase"] == "Failed"
+    assert kubelet.memory["default/hog"].peak.pss_anon > 128 * 2**20
+    nope = await admin.get(f"{NS}/pods/nope")
+    assert nope is not None
+    (waiting,) = [c["state"]["waiting"] for c in nope["status"]["containerStatuses"]]
+    assert waiting["reason"] == "ErrImagePull" and "nope:1" in waiting["message"]
