@@ -10,6 +10,7 @@ here failed.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -92,6 +93,8 @@ async def kubelet(
     env_cluster: EnvCluster, admin: Api, garbage_collector: GarbageCollector, tmp_path: Path
 ) -> AsyncIterator[TestKubelet]:
     """A node running pods (the project's image as ``IMAGE``), and a claim binder."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("the test kubelet needs root and unshare (network and mount namespaces)")
     images = {IMAGE: Image.from_dockerfile()}
     binder = ClaimBinder(admin)
     async with TestKubelet(admin, env_cluster.plane.port, tmp_path / "node", images) as node:

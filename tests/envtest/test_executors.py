@@ -75,7 +75,6 @@ def _replica(data: Path) -> dict[str, Any]:
         "metadata": {"name": "r1", "namespace": "default"},
         "spec": {
             "cluster": "c",
-            "driver": {"cores": 1, "memory": "512Mi"},
             "executor": {"instances": 2, "cores": 1, "memory": "512Mi"},
             "storage": {"size": "1Gi", "accessModes": ["ReadWriteMany"]},
             "volumes": [{"name": "tables", "hostPath": {"path": str(data)}}],
