@@ -51,8 +51,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def env_cluster(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[EnvCluster]:
-    import json
-
+    """etcd + kube-apiserver for the session, bootstrapped; stopped at its end."""
     assets = find_assets()
     if assets is None:
         pytest.skip("no kube-apiserver: set KUBEBUILDER_ASSETS (or provide ../shared/envtest)")
