@@ -157,7 +157,10 @@ def test_network_policies_match_what_the_operator_builds(tmp_path: Path) -> None
     from dataflow_operator.controller.manifests import Attempt, build_driver_pod, spark_conf
 
     replica = Replica.model_validate(
-        {"metadata": {"name": "r1", "namespace": "ops", "uid": "u"}, "spec": {"cluster": "c"}}
+        {
+            "metadata": {"name": "r1", "namespace": "ops", "uid": "u"},
+            "spec": {"cluster": "c", "executor": {"instances": 1}, "stateUri": "s3a://b/r1"},
+        }
     )
     attempt = Attempt(1, "r1-driver-1", 0)
     driver = build_driver_pod(replica, OperatorConfig(), attempt)
@@ -190,6 +193,16 @@ def test_network_policies_match_what_the_operator_builds(tmp_path: Path) -> None
     rule_ports = {p["port"] for rule in drivers["ingress"] for p in rule["ports"]}
     assert rule_ports == {"control", "spark-driver", "block-manager"}
     assert rule_ports <= driver_ports  # named ports the driver pod really has
+
+    with_ui = render(tmp_path, "networkPolicy.sparkUiFrom[0].ipBlock.cidr=10.0.0.1/32")
+    ui_rule = next(
+        o for o in with_ui if o["metadata"]["name"] == "dfo-dataflow-operator-replica-drivers"
+    )["spec"]["ingress"][-1]
+    assert ui_rule == {
+        "from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}],
+        "ports": [{"port": "spark-ui", "protocol": "TCP"}],
+    }
+    assert "spark-ui" in driver_ports
 
     own = policies["dfo-dataflow-operator"]
     assert _selects(own["podSelector"], operator_labels)

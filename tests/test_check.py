@@ -233,7 +233,7 @@ BROKEN: dict[str, tuple[str, str]] = {
         "executor.instances is 2: the claim is mounted on every executor too",
     ),
     "executors on an emptyDir": (
-        REPLICA,
+        REPLICA + "  executor: {instances: 1}\n",
         "Replica/r1: spec.executor.instances: executor.instances is 1 but neither "
         "spec.storage nor spec.stateUri is set",
     ),
@@ -290,6 +290,9 @@ def test_storage_rules_accept_what_reaches_every_pod(tmp_path: Path) -> None:
                 ("rwx", "  storage: {size: 1Gi, accessModes: [ReadWriteMany]}\n"),
                 ("uri", "  stateUri: s3a://bucket/state\n  stateCredentials: creds\n"),
                 ("empty-local", "  executor: {instances: 0}\n"),
+                ("smallest", ""),  # no storage, no count: Spark inside the driver
+                ("seed", "  expirationOffset: 21d\n"),
+                ("rwo", "  storage: {size: 1Gi}\n"),
             ]
         )
     )

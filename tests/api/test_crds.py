@@ -110,7 +110,7 @@ def test_crds_have_status_subresource_columns_short_names_and_category() -> None
         "Age",
     ]
     assert columns["replicas.yaml"] == [
-        "Cluster", "Ready", "Expires", "Restarts", "Driver", "Successor", "Strategy", "Age",
+        "Cluster", "Ready", "Expires", "Restarts", "Driver", "Successor", "Strategy", "Executors", "Age",
     ]  # fmt: skip
     for crd in crds.values():
         version = crd["spec"]["versions"][0]

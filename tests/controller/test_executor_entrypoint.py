@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -62,7 +63,7 @@ def run_container(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedPr
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
 
@@ -155,3 +156,27 @@ def test_outside_an_executor_pod_it_says_which_variable_is_missing(
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert "SPARK_DRIVER_URL is not set" in line
+
+
+@pytest.mark.slow
+def test_the_real_jvm_starts_the_executor_backend_and_dials_the_driver_url(
+    tmp_path: Path,
+) -> None:
+    """With the machine's Java: the class path holds Spark, and the executor dials the
+    driver URL it was given (here a closed port, so it exits with that error)."""
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    env = {
+        **SPARK_ENV,
+        "SPARK_DRIVER_URL": "spark://CoarseGrainedScheduler@127.0.0.1:1",
+        "SPARK_EXECUTOR_POD_IP": "127.0.0.1",
+        "SPARK_EXECUTOR_MEMORY": "256m",
+        "SPARK_CONF_DIR": str(tmp_path),
+        "JAVA_HOME": str(Path(java).resolve().parents[1]),
+        "EXECUTOR_DRIVER_PROPS_FETCHER_MAX_ATTEMPTS": "1",  # Spark's retries: one try
+    }
+    result = run_container(tmp_path, env)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "KubernetesExecutorBackend: Started daemon" in result.stderr
+    assert "Failed to connect to /127.0.0.1:1" in result.stderr

@@ -22,8 +22,10 @@ from dataflow_operator.controller.manifests import (
     CONTROL_TOKEN_FILE,
     STATE_DIR,
     Attempt,
+    build_attempts_service,
     build_control_token_secret,
     build_driver_pod,
+    build_driver_service,
     driver_spec_hash,
 )
 from dataflow_operator.controller.manifests.sizing import (
@@ -190,7 +192,8 @@ def test_driver_mounts_the_control_token_read_only() -> None:
     }
     (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "control-token"]
     assert volume["secret"]["secretName"] == "r1-control-token"
-    assert "control-token" not in json.dumps(template(driver(replica(stateUri=URI))))
+    executors = replica(stateUri=URI, executor={"instances": 1})
+    assert "control-token" not in json.dumps(template(driver(executors)))
 
 
 def test_control_token_secret_is_owned_by_the_replica() -> None:
@@ -222,7 +225,7 @@ def test_executors_on_read_write_once_storage_are_refused() -> None:
 
 
 def test_executors_on_an_empty_dir_are_refused() -> None:
-    (problem,) = problems()  # executor.instances defaults to 1
+    (problem,) = problems(executor={"instances": 1})
     assert problem.startswith("spec.executor.instances: executor.instances is 1 but neither")
     assert "emptyDir" in problem
     assert problems(executor={"instances": 0}) == []
@@ -356,3 +359,78 @@ def test_driver_pod_memory_is_what_the_sizing_says() -> None:
         resources = container(driver(r))["resources"]
         limit = driver_memory(r.spec.driver).limit
         assert resources["limits"]["memory"] == resources["requests"]["memory"] == limit
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {},  # the smallest manifest
+        {"expirationOffset": "21d"},
+        {"storage": {"size": "1Gi"}},  # ReadWriteOnce: the driver's alone
+        {"storage": RWX},
+        {"stateUri": URI},
+    ],
+)
+def test_without_a_count_spark_runs_inside_the_driver(spec: dict[str, Any]) -> None:
+    r = replica(**spec)
+    assert replica_problems(r.spec) == []
+    pod = driver(r)
+    assert env(pod)[injection.ENV_SPARK_MASTER] == "local[1]"
+    assert injection.ENV_EXECUTOR_POD_TEMPLATE not in env(pod)
+    assert not [k for k in conf(pod) if k.startswith(("spark.kubernetes.", "spark.executor."))]
+    kubernetes_validate.validate(pod, K8S, strict=True)
+
+
+def test_executors_run_when_asked_for_on_shared_state() -> None:
+    for spec in ({"storage": RWX}, {"stateUri": URI}):
+        r = replica(**spec, executor={"instances": 3})
+        assert replica_problems(r.spec) == []
+        assert conf(driver(r))["spark.executor.instances"] == "3"
+
+
+def test_executors_get_no_service_account_token() -> None:
+    executor = template(driver(replica(stateUri=URI, executor={"instances": 2})))
+    assert executor["spec"]["automountServiceAccountToken"] is False
+    (each,) = executor["spec"]["containers"]
+    assert each["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    kubernetes_validate.validate(executor, K8S, strict=True)
+
+
+def test_spark_skips_its_driver_readiness_wait_the_services_publish_not_ready_pods() -> None:
+    settings = conf(driver(replica(stateUri=URI, executor={"instances": 2})))
+    assert settings["spark.kubernetes.driver.service.publishNotReadyAddresses"] == "true"
+    assert build_attempts_service(replica(), CONFIG)["spec"]["publishNotReadyAddresses"] is True
+
+
+def ports(obj: dict[str, Any]) -> dict[str, int]:
+    if obj["kind"] == "Service":
+        return {p["name"]: p["port"] for p in obj["spec"]["ports"]}
+    return {p["name"]: p["containerPort"] for p in container(obj)["ports"]}
+
+
+@pytest.mark.parametrize("spec", [{}, {"stateUri": URI, "executor": {"instances": 2}}])
+def test_the_spark_ui_is_on_and_reachable_through_the_driver_service(spec: dict[str, Any]) -> None:
+    r = replica(**spec)
+    pod = driver(r)
+    settings = conf(pod)
+    assert (settings["spark.ui.enabled"], settings["spark.ui.port"]) == ("true", "4040")
+    assert env(pod)["SPARK_LOCAL_IP"] == "0.0.0.0"  # the UI listens beyond the loopback
+    service = build_driver_service(r, CONFIG, 1)
+    assert ports(pod)["spark-ui"] == ports(service)["spark-ui"] == 4040
+    assert next(p for p in service["spec"]["ports"] if p["name"] == "spark-ui")["targetPort"] == (
+        "spark-ui"
+    )
+    kubernetes_validate.validate(service, K8S, strict=True)
+
+
+def test_spark_ui_false_turns_it_off_and_restarts_the_driver() -> None:
+    r = replica(sparkUi=False)
+    pod = driver(r)
+    assert conf(pod)["spark.ui.enabled"] == "false"
+    assert "spark.ui.port" not in conf(pod)
+    assert "SPARK_LOCAL_IP" not in env(pod)
+    assert "spark-ui" not in ports(pod)
+    assert "spark-ui" not in ports(build_driver_service(r, CONFIG, 1))
+    assert "spark-ui" not in ports(build_attempts_service(r, CONFIG))
+    assert driver_spec_hash(r, CONFIG) != driver_spec_hash(replica(), CONFIG)
+    assert driver_spec_hash(replica(sparkUi=True), CONFIG) == driver_spec_hash(replica(), CONFIG)

@@ -129,7 +129,9 @@ def test_executors_are_created_by_spark_in_the_namespace_owned_by_the_driver() -
 
 
 def test_resources_convert_quantities_to_spark_units() -> None:
-    pod = pod_of(replica(driver={"cores": 2, "memory": "2Gi"}, executor={"memory": "512Mi"}))
+    pod = pod_of(
+        replica(driver={"cores": 2, "memory": "2Gi"}, executor={"memory": "512Mi", "instances": 1})
+    )
     conf = spark_conf(pod)
     assert conf["spark.driver.memory"] == "2048m"
     assert conf["spark.driver.cores"] == "2"
@@ -151,11 +153,12 @@ def test_user_spark_conf_cannot_override_the_injected_values() -> None:
     conf = spark_conf(
         pod_of(
             replica(
+                executor={"instances": 1},
                 sparkConf={
                     "spark.sql.shuffle.partitions": "7",
                     "spark.dataflow.replica.startTimeMs": "1",
                     "spark.kubernetes.driver.pod.name": "other",
-                }
+                },
             )
         )
     )

@@ -135,6 +135,7 @@ _DEFINITIONS: dict[str, dict[str, Any]] = {
             _column("Driver", ".status.driverPod"),
             _column("Successor", ".status.handover.driverPod", priority=1),
             _column("Strategy", ".status.restartStrategy", priority=1),
+            _column("Executors", ".status.executors", priority=1),
             _AGE,
         ],
     },

@@ -18,6 +18,7 @@ __all__ = [
     "Backoff",
     "DriverResources",
     "EnvVar",
+    "ExecutorFailure",
     "ExecutorResources",
     "Handover",
     "HandoverOutcome",
@@ -176,7 +177,12 @@ class ExecutorResources(ApiModel):
         "for the JVM plus 384Mi per core for Python workers. See docs/sizing.md.",
     )
     instances: int = Field(
-        default=1, ge=0, le=10_000, description="Number of executors (0: run in the driver)."
+        default=0,
+        ge=0,
+        le=10_000,
+        description="Number of executor pods. 0, the default, runs Spark inside the driver "
+        "(local mode); executors need state they can reach: spec.stateUri, or spec.storage "
+        "with ReadWriteMany.",
     )
 
 
@@ -224,9 +230,9 @@ class StateStorage(ApiModel):
         min_length=1,
         max_length=3,
         description="Access modes of the claim. It is mounted on the driver and on every "
-        "executor at the same path, so with executor.instances >= 1 it must include "
-        "ReadWriteMany (executors run in other pods, often on other nodes). "
-        "Default: [ReadWriteOnce] (only with executor.instances: 0). Fixed once the claim exists.",
+        "executor at the same path, so executors need ReadWriteMany (they run in other "
+        "pods, often on other nodes). Default: [ReadWriteOnce], enough for Spark inside the "
+        "driver (executor.instances: 0). Fixed once the claim exists.",
     )
 
 
@@ -258,6 +264,12 @@ class ReplicaSpec(ApiModel):
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict, description="Extra Spark configuration (spark.* keys)."
+    )
+    spark_ui: bool = Field(
+        default=True,
+        description="The driver's Spark UI on port 4040 (spark-ui), on the driver Service: "
+        "kubectl port-forward svc/<replica>-driver 4040. false turns it off. Changing it "
+        "restarts the driver (SpecChanged).",
     )
     env: list[EnvVar] = Field(
         default_factory=list,
@@ -403,6 +415,25 @@ class HandoverRecord(ApiModel):
     message: str = Field(default="", max_length=1024, description="What happened.")
 
 
+class ExecutorFailure(ApiModel):
+    """The last executor pod of the current attempt that failed."""
+
+    pod: str = Field(max_length=253, description="The executor pod.")
+    attempt: int = Field(ge=1, description="The driver attempt it belonged to.")
+    exit_code: int | None = Field(default=None, description="Its container's exit code.")
+    reason: str = Field(
+        max_length=128, description="Why it ended, as the kubelet says: OOMKilled, Error…"
+    )
+    message: str = Field(
+        default="",
+        max_length=256,
+        description="The telling line of its termination message (its log's tail: the "
+        "exception, else the last line).",
+    )
+    at: str = Field(description="When it ended (RFC 3339).")
+    at_ms: int = Field(description="The same in epoch milliseconds.")
+
+
 class ReplicaStatus(ApiModel):
     """The observed state of a replica."""
 
@@ -412,7 +443,7 @@ class ReplicaStatus(ApiModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,
-        description="Ready, Progressing, Degraded, Expired and PersistentState.",
+        description="Ready, Progressing, Degraded, Expired, PersistentState and ExecutorsFailing.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     start_time: str | None = Field(
@@ -506,6 +537,28 @@ class ReplicaStatus(ApiModel):
     )
     last_handover: HandoverRecord | None = Field(
         default=None, description="How the last handover ended."
+    )
+    executors: str | None = Field(
+        default=None,
+        max_length=64,
+        description="The current attempt's executors at a glance: 'R/N running', or "
+        "'0 (no shared storage)' / '0 (in the driver)' when Spark runs inside the driver.",
+    )
+    executors_desired: int | None = Field(
+        default=None,
+        ge=0,
+        description="Executors the current attempt runs (spark.executor.instances); 0: "
+        "Spark runs inside the driver.",
+    )
+    executors_running: int | None = Field(
+        default=None, ge=0, description="Executor pods of the current attempt that run."
+    )
+    executor_failures: int = Field(
+        default=0, ge=0, description="Executor pods of the current attempt that failed."
+    )
+    last_executor_failure: ExecutorFailure | None = Field(
+        default=None,
+        description="The current attempt's last failed executor (condition ExecutorsFailing).",
     )
 
     def expiration_ms(self) -> int | None:

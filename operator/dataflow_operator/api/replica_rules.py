@@ -8,6 +8,8 @@ The state location is reached by the driver and by every executor, which Spark r
 other pods (often on other nodes). So with ``executor.instances >= 1`` the state must be
 an object store / HDFS (``stateUri``) or a claim every pod can mount (``ReadWriteMany``);
 an emptyDir (neither given) or a ``ReadWriteOnce`` claim serves the driver alone.
+Executors run only when asked for (``executor.instances`` defaults to 0, Spark inside the
+driver), so the smallest manifest, ``spec: {cluster: default}``, runs.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from dataclasses import dataclass
 
 from dataflow_operator.api.replica import ReplicaSpec
 
-__all__ = ["MAX_POD_EXTRAS_BYTES", "RESERVED_VOLUMES", "SpecProblem", "replica_problems"]
+__all__ = [
+    "MAX_POD_EXTRAS_BYTES",
+    "RESERVED_VOLUMES",
+    "SpecProblem",
+    "replica_problems",
+    "shared_state",
+]
 
 RESERVED_VOLUMES = frozenset({"state", "control-token"})
 """Volume names the operator gives its own volumes."""
@@ -35,6 +43,13 @@ class SpecProblem:
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
+
+
+def shared_state(spec: ReplicaSpec) -> bool:
+    """Executors can reach the state: an object store / HDFS, or a ReadWriteMany claim."""
+    if spec.state_uri is not None:
+        return True
+    return spec.storage is not None and "ReadWriteMany" in spec.storage.access_modes
 
 
 def replica_problems(spec: ReplicaSpec) -> list[SpecProblem]:

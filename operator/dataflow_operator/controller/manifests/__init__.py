@@ -32,6 +32,8 @@ Injected environment of the driver container:
 ``DATAFLOW_STATE_URI``              the attempt's state (see below)
 ``DATAFLOW_STATE_KEEP``             a successor's predecessor's state (see below)
 ``DATAFLOW_EXECUTOR_POD_TEMPLATE``  the executor pod template, JSON (with executors)
+``SPARK_LOCAL_IP``                  ``0.0.0.0`` with the Spark UI (``spec.sparkUi``), so
+                                    that it listens beyond the loopback
 ==================================  ==================================================
 
 The state location holds the runtime's checkpoints and changelogs, reached by the driver
@@ -49,9 +51,14 @@ predecessor's (it removes every other attempt's state when it starts). Every oth
 attempt keeps the state directory of the one it replaces and resumes from its checkpoint.
 
 Two Services: the driver Service (``<replica>-driver``, :func:`build_driver_service`)
-selects the serving attempt's pod, and is what users and the operator address; the
+selects the serving attempt's pod, and is what users and the operator address (the
+control API, and the Spark UI on port 4040 unless ``spec.sparkUi: false``); the
 headless ``<replica>-attempts`` (:func:`build_attempts_service`) gives every driver pod
 its own DNS name, ``driver-N.<replica>-attempts``, which its executors reach it by.
+
+Executors run without a service-account token (``automountServiceAccountToken: false``
+in their template): they run user SQL and never call the API server; the driver creates,
+watches and deletes them (and their ConfigMap) under its own account.
 
 The control API requires the token of the Replica's Secret ``<replica>-control-token``
 (built by :func:`build_control_token_secret`), mounted read-only into the driver.

@@ -21,6 +21,7 @@ __all__ = [
     "DRIVER_BLOCK_MANAGER_PORT",
     "DRIVER_PORT",
     "UI_PORT",
+    "UI_PORT_NAME",
     "Attempt",
     "attempt_host",
     "effective_offset",
@@ -35,6 +36,7 @@ __all__ = [
 DRIVER_PORT = 7078
 DRIVER_BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
+UI_PORT_NAME = "spark-ui"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dataflow_operator.controller.manifests.common import (
     DRIVER_BLOCK_MANAGER_PORT,
     DRIVER_PORT,
     UI_PORT,
+    UI_PORT_NAME,
     Attempt,
     effective_offset,
     image_of,
@@ -65,6 +66,7 @@ CONTROL_TOKEN_VOLUME = "control-token"
 CONTROL_TOKEN_DIR = "/var/run/dataflow/control"
 CONTROL_TOKEN_KEY = "token"
 CONTROL_TOKEN_FILE = f"{CONTROL_TOKEN_DIR}/{CONTROL_TOKEN_KEY}"
+SPARK_LOCAL_IP = "SPARK_LOCAL_IP"
 
 
 def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
@@ -86,6 +88,8 @@ def driver_spec_hash(replica: Replica, config: OperatorConfig) -> str:
     }
     if spec.storage is not None:  # absent from the hash without it: no restart on upgrade
         relevant["stateClaim"] = state_claim_name(replica.metadata.name)
+    if not spec.spark_ui:  # likewise: only a Replica that turns it off changes its hash
+        relevant["sparkUi"] = "off"
     for key, value in (
         ("stateUri", spec.state_uri),
         ("stateCredentials", spec.state_credentials),
@@ -117,6 +121,10 @@ def _env(
     }
     if attempt.keep_state_dir is not None:
         injected[injection.ENV_STATE_KEEP] = attempt.keep_state_dir
+    if replica.spec.spark_ui:
+        # Spark's UI binds to SPARK_LOCAL_IP, which the replica otherwise sets to the
+        # loopback: all addresses, so that the driver Service (and its proxy) reach it
+        injected[SPARK_LOCAL_IP] = "0.0.0.0"
     if replica.spec.executor.instances > 0:
         template = build_executor_pod_template(replica)
         injected[injection.ENV_EXECUTOR_POD_TEMPLATE] = json.dumps(template, separators=(",", ":"))
@@ -146,19 +154,26 @@ def build_executor_pod_template(replica: Replica) -> dict[str, Any]:
     ``envFrom``, the Replica's env (``valueFrom`` included) and the state location, the
     security context and the replica's labels. Spark fills in the rest (name, image,
     resources, its own env and volumes) and makes the driver pod the controller owner,
-    so the template carries no owner reference: executors go with their driver.
+    so the template carries no owner reference: executors go with their driver. No
+    service-account token is mounted (executors run user SQL and need no API access),
+    and a failed executor's log tail becomes its termination message.
     """
     spec = replica.spec
     labels = {**standard_labels(replica.metadata.name, spec.cluster), LABEL_ROLE: ROLE_EXECUTOR}
     container: dict[str, Any] = {
         "name": EXECUTOR_CONTAINER,
         "env": _with_user_env(replica, {injection.ENV_STATE_URI: state_uri(replica)}),
+        # a failed executor's log tail becomes its termination message, which the
+        # Replica's status quotes (condition ExecutorsFailing)
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if env_from := _env_from(replica):
         container["envFrom"] = env_from
     if mounts := state_mounts(replica):
         container["volumeMounts"] = mounts
-    pod_spec: dict[str, Any] = {"containers": [container]}
+    # executors run user SQL and never call the API server: no token to steal (they
+    # keep the replica's service account, for a cloud identity bound to it)
+    pod_spec: dict[str, Any] = {"containers": [container], "automountServiceAccountToken": False}
     if volumes := state_volumes(replica):
         pod_spec["volumes"] = volumes
     if security := pod_security_context(replica):
@@ -190,7 +205,11 @@ def build_driver_pod(replica: Replica, config: OperatorConfig, attempt: Attempt)
             {"name": CONTROL_PORT_NAME, "containerPort": config.control_port, "protocol": "TCP"},
             {"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
             {"name": "block-manager", "containerPort": DRIVER_BLOCK_MANAGER_PORT},
-            {"name": "spark-ui", "containerPort": UI_PORT, "protocol": "TCP"},
+            *(
+                [{"name": UI_PORT_NAME, "containerPort": UI_PORT, "protocol": "TCP"}]
+                if spec.spark_ui
+                else []
+            ),
         ],
         "resources": {
             "requests": {"cpu": str(spec.driver.cores), "memory": memory},

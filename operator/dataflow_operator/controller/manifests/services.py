@@ -15,6 +15,8 @@ from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.manifests.common import (
     DRIVER_BLOCK_MANAGER_PORT,
     DRIVER_PORT,
+    UI_PORT,
+    UI_PORT_NAME,
     attempt_host,
     namespace_of,
     owner_reference,
@@ -118,6 +120,11 @@ def _service(
                     "port": DRIVER_BLOCK_MANAGER_PORT,
                     "targetPort": "block-manager",
                 },
+                *(
+                    [{"name": UI_PORT_NAME, "port": UI_PORT, "targetPort": UI_PORT_NAME}]
+                    if replica.spec.spark_ui
+                    else []
+                ),
             ],
         },
     }

@@ -10,6 +10,7 @@ from dataflow_operator.controller.config import OperatorConfig
 from dataflow_operator.controller.manifests.common import (
     DRIVER_BLOCK_MANAGER_PORT,
     DRIVER_PORT,
+    UI_PORT,
     Attempt,
     attempt_host,
     image_of,
@@ -63,7 +64,10 @@ def spark_conf(
         "spark.app.name": f"{namespace_of(replica)}.{replica.metadata.name}",
         "spark.driver.cores": str(spec.driver.cores),
         "spark.driver.memory": memory_to_spark(spec.driver.memory),
+        "spark.ui.enabled": "true" if spec.spark_ui else "false",
     }
+    if spec.spark_ui:
+        conf["spark.ui.port"] = str(UI_PORT)
     if spec.driver.memory_overhead:
         conf["spark.driver.memoryOverhead"] = memory_to_spark(spec.driver.memory_overhead)
     if spec.executor.instances > 0:
@@ -93,6 +97,12 @@ def _executor_conf(replica: Replica, config: OperatorConfig, attempt: Attempt) -
         "spark.kubernetes.namespace": namespace_of(replica),
         "spark.kubernetes.container.image": image_of(replica, config),
         "spark.kubernetes.executor.deleteOnTermination": "true",
+        # Spark waits (1 s) for the driver pod to be ready before creating executors,
+        # lest they fail to resolve its name, and logs an ERROR when it is not: ours is
+        # ready once the operator has given it its dataflows, and its name resolves
+        # before (both Services publish not-ready addresses). This skips the wait
+        # (Spark >= 4.3; earlier versions ignore it).
+        "spark.kubernetes.driver.service.publishNotReadyAddresses": "true",
         "spark.driver.host": attempt_host(replica, attempt.number),
         "spark.driver.bindAddress": "0.0.0.0",
         "spark.driver.port": str(DRIVER_PORT),

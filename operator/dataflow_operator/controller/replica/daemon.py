@@ -2,13 +2,13 @@
 
 One iteration reads the Replica (parsed with the api model and checked against
 :func:`~dataflow_operator.api.replica_rules.replica_problems`: a spec that breaks a rule
-gets ``Degraded``/``InvalidSpec`` and a Warning Event, and no driver pod), its driver pods
-(from kopf's pod index) and the last control-API poll, lets the pure decision compute the
-new status and actions, writes the status *first* (a merge patch of what changed), then
-acts (:mod:`.resources`: Services, claim, token Secret, pods), posts the Events
-and records the metrics. While a driver runs — the serving one, and a make-before-break
-successor — :mod:`.control` keeps the desired set of dataflows installed on it
-and pulls its ``GET /status`` every poll interval.
+gets ``Degraded``/``InvalidSpec`` and a Warning Event, and no driver pod), its driver and
+executor pods (from kopf's pod indexes) and the last control-API poll, lets the pure
+decision compute the new status and actions, writes the status *first* (a merge patch
+of what changed), then acts (:mod:`.resources`: Services, claim, token Secret, pods),
+posts the Events and records the metrics. While a driver runs — the serving one, and a
+make-before-break successor — :mod:`.control` keeps the desired set of dataflows
+installed on it and pulls its ``GET /status`` every poll interval.
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ from dataflow_operator.controller.replica.control import (
     promote,
 )
 from dataflow_operator.controller.replica.logic import Decision, ReplicaView, decide
-from dataflow_operator.controller.replica.observation import PodObservation, observe_pod
+from dataflow_operator.controller.replica.observation import (
+    ExecutorObservation,
+    PodObservation,
+    observe_pod,
+)
 from dataflow_operator.controller.replica.registry import ReplicaRuntime
 from dataflow_operator.controller.replica.resources import (
     act,
@@ -76,6 +80,7 @@ async def run_replica(
     name: str,
     body: kopf.Body,
     driver_pods: kopf.Index[Any, PodObservation],
+    executor_pods: kopf.Index[Any, ExecutorObservation],
     dataflows: kopf.Index[Any, Mapping[str, Any]],
 ) -> None:
     """Reconcile one Replica until kopf stops its daemon."""
@@ -92,6 +97,7 @@ async def run_replica(
                     name=name,
                     body=body,
                     driver_pods=driver_pods,
+                    executor_pods=executor_pods,
                     dataflows=dataflows,
                 )
             except (ApiError, OSError, TimeoutError) as error:
@@ -162,6 +168,7 @@ async def _iteration(
     name: str,
     body: kopf.Body,
     driver_pods: kopf.Index[Any, PodObservation],
+    executor_pods: kopf.Index[Any, ExecutorObservation],
     dataflows: kopf.Index[Any, Mapping[str, Any]],
 ) -> int:
     config, now = state.config, now_ms()
@@ -213,6 +220,7 @@ async def _iteration(
             sink_dataflows=tuple(
                 d.name for d in cluster.desired.dataflows if d.spec.sink is not None
             ),
+            executors=tuple(executor_pods.get((namespace, label_value(name)), [])),
         )
     )
     new = decision.status

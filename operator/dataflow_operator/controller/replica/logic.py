@@ -13,7 +13,8 @@ already exists). So there is never more than one driver, and never none for long
 
 Attempts (starting, failing, backing off): :mod:`.attempts`; the expiration
 restart: :mod:`.expiry`; storage (``status.stateClaim``, ``PersistentState``):
-:mod:`.storage`.
+:mod:`.storage`; the executors (``status.executors*``, ``ExecutorsFailing``):
+:mod:`.executors`.
 
 Expiration restarts follow ``spec.restartStrategy``: MakeBeforeBreak hands over to a
 successor that hydrates beside the serving driver (:mod:`.handover`); BreakBeforeMake,
@@ -47,6 +48,7 @@ from dataflow_operator.controller.replica.attempts import (
     fail,
     start_attempt,
 )
+from dataflow_operator.controller.replica.executors import executor_status
 from dataflow_operator.controller.replica.expiry import (
     expiration_restart,
     expired_condition,
@@ -113,6 +115,7 @@ def decide(view: ReplicaView) -> Decision:
         _observe(b, spec_hash)
     expired_condition(b)
     storage_condition(b)
+    executor_status(b)
     return b.finish()
 
 

@@ -1,4 +1,5 @@
-"""What the operator sees of a driver pod, reduced to the facts decisions need.
+"""What the operator sees of a driver pod, an executor pod and the state claim, reduced
+to the facts decisions need.
 
 Parsing a Pod's status is the only place that knows Kubernetes' pod-status shapes; the
 reconcile decisions work on :class:`PodObservation` values and are tested as data.
@@ -11,14 +12,21 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dataflow_operator.controller.naming import DRIVER_CONTAINER, LABEL_ATTEMPT
+from dataflow_operator.controller.naming import (
+    DRIVER_CONTAINER,
+    EXECUTOR_CONTAINER,
+    LABEL_ATTEMPT,
+)
+from dataflow_operator.core.time import parse_timestamp
 
 __all__ = [
     "FATAL_WAITING_REASONS",
     "ClaimObservation",
+    "ExecutorObservation",
     "PodObservation",
     "PodPhase",
     "observe_claim",
+    "observe_executor",
     "observe_pod",
 ]
 
@@ -61,9 +69,9 @@ class PodObservation:
         return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) or self.exit_code is not None
 
 
-def _container(status: Mapping[str, Any]) -> Mapping[str, Any]:
+def _container(status: Mapping[str, Any], name: str = DRIVER_CONTAINER) -> Mapping[str, Any]:
     for item in status.get("containerStatuses") or []:
-        if item.get("name") == DRIVER_CONTAINER:
+        if item.get("name") == name:
             return dict(item)
     statuses = status.get("containerStatuses") or []
     return dict(statuses[0]) if statuses else {}
@@ -131,4 +139,70 @@ def observe_claim(body: Mapping[str, Any]) -> ClaimObservation:
         size=str(size) if size is not None else None,
         storage_class_name=spec.get("storageClassName"),
         access_modes=tuple(spec.get("accessModes") or ()),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorObservation:
+    """One executor pod (Spark creates them, owned by their driver pod) as last seen."""
+
+    name: str
+    driver: str | None
+    """The driver pod that owns it: the attempt it belongs to."""
+    phase: PodPhase
+    running: bool = False
+    """Its container runs."""
+    deleting: bool = False
+    exit_code: int | None = None
+    reason: str | None = None
+    """The terminated container's reason (``OOMKilled``, ``Error``), else the pod's."""
+    message: str = ""
+    """The terminated container's message (with ``FallbackToLogsOnError``, its log's tail)."""
+    finished_at: int | None = None
+    """When its container ended, epoch ms."""
+
+    @property
+    def failed(self) -> bool:
+        """It ended with an error (a non-zero exit, or the pod failed)."""
+        if self.exit_code is not None:
+            return self.exit_code != 0
+        return self.phase is PodPhase.FAILED
+
+
+def observe_executor(pod: Mapping[str, Any]) -> ExecutorObservation:
+    """Reduce an executor Pod object to an :class:`ExecutorObservation`."""
+    metadata = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    try:
+        phase = PodPhase(status.get("phase") or "Pending")
+    except ValueError:
+        phase = PodPhase.UNKNOWN
+    owner = next(
+        (
+            ref.get("name")
+            for ref in metadata.get("ownerReferences") or []
+            if ref.get("kind") == "Pod" and ref.get("controller")
+        ),
+        None,
+    )
+    state = _container(status, EXECUTOR_CONTAINER).get("state") or {}
+    terminated = state.get("terminated") or {}
+    transitions = [c.get("lastTransitionTime") for c in status.get("conditions") or []]
+    finished = terminated.get("finishedAt") or (
+        max((t for t in transitions if t), default=None) if phase is PodPhase.FAILED else None
+    )
+    try:
+        finished_at = parse_timestamp(str(finished)) if finished else None
+    except ValueError:
+        finished_at = None
+    return ExecutorObservation(
+        name=str(metadata.get("name", "")),
+        driver=owner,
+        phase=phase,
+        running=phase is PodPhase.RUNNING and "running" in state,
+        deleting=bool(metadata.get("deletionTimestamp")),
+        exit_code=terminated.get("exitCode") if terminated else None,
+        reason=(terminated.get("reason") if terminated else None) or status.get("reason"),
+        message=(terminated.get("message") if terminated else None) or status.get("message") or "",
+        finished_at=finished_at,
     )

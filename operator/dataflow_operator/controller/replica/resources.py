@@ -120,11 +120,16 @@ async def ensure_services(
     """The attempts Service exists; the driver Service exists and selects the serving attempt.
 
     Idempotent (a 409 on create is success), so an operator restarted at any point gets
-    there again; the selector is written again after every cutover.
+    there again; the selector is written again after every cutover, with the ports (the
+    Spark UI's comes and goes with ``spec.sparkUi``), as are an existing attempts
+    Service's ports once per operator run.
     """
     namespace = replica.metadata.namespace or "default"
     if not rt.attempts_service_ensured:
-        await _create_service(state.kube, namespace, build_attempts_service(replica, state.config))
+        attempts = build_attempts_service(replica, state.config)
+        if not await _create_service(state.kube, namespace, attempts):
+            path = KubeApi.core(namespace, "services", attempts["metadata"]["name"])
+            await state.kube.merge_patch(path, {"spec": {"ports": attempts["spec"]["ports"]}})
         rt.attempts_service_ensured = True
     if serving_attempt < 1 or rt.service_attempt == serving_attempt:
         return
@@ -132,7 +137,8 @@ async def ensure_services(
     if not await _create_service(state.kube, namespace, service):
         path = KubeApi.core(namespace, "services", service["metadata"]["name"])
         selector = driver_service_selector(replica, serving_attempt)
-        await state.kube.merge_patch(path, {"spec": {"selector": selector}})
+        ports = service["spec"]["ports"]
+        await state.kube.merge_patch(path, {"spec": {"selector": selector, "ports": ports}})
     rt.service_attempt = serving_attempt
 
 

@@ -15,13 +15,18 @@ from enum import StrEnum
 from dataflow_operator.api.protocol import ReplicaReport
 from dataflow_operator.api.replica import Replica, ReplicaStatus
 from dataflow_operator.controller.config import OperatorConfig
-from dataflow_operator.controller.replica.observation import ClaimObservation, PodObservation
+from dataflow_operator.controller.replica.observation import (
+    ClaimObservation,
+    ExecutorObservation,
+    PodObservation,
+)
 from dataflow_operator.controller.status_conditions import from_api, to_api
 from dataflow_operator.core.conditions import Condition, ConditionStatus, set_condition
 from dataflow_operator.core.time import Timestamp
 
 __all__ = [
     "DEGRADED",
+    "EXECUTORS_FAILING",
     "EXPIRED",
     "PERSISTENT_STATE",
     "PROGRESSING",
@@ -40,6 +45,7 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 EXPIRED = "Expired"
 PERSISTENT_STATE = "PersistentState"
+EXECUTORS_FAILING = "ExecutorsFailing"
 
 
 class ActionKind(StrEnum):
@@ -102,6 +108,8 @@ class ReplicaView:
     successor_control: ControlObservation | None = None
     sink_dataflows: tuple[str, ...] = ()
     """Dataflows of the replica's cluster that write an external sink (``spec.sink``)."""
+    executors: tuple[ExecutorObservation, ...] = ()
+    """The replica's executor pods (of every attempt: each names its driver pod)."""
 
 
 @dataclass(slots=True)
