@@ -181,6 +181,13 @@ class Scenario:
         lines += [self.kubelet.output(*key.split("/"), tail=3000) for key in self.kubelet.logs]
         return "\n".join(lines)
 
+    async def two_running(self) -> dict[str, Any] | None:
+        """The Replica's status once it counts both executors running."""
+        replica = await self.admin.get(f"{CUSTOM}/replicas/r1")
+        status = (replica or {}).get("status") or {}
+        counted = (status.get("executorsDesired"), status.get("executorsRunning"))
+        return status if counted == (2, 2) and status.get("executors") == "2/2 running" else None
+
     async def hydrated(self) -> dict[str, Any] | None:
         """df1 once Hydrated; a failure at once if a driver ended (a crash loop)."""
         failed = {
@@ -276,6 +283,10 @@ async def test_a_replica_with_two_executors_runs_a_join_exactly_and_stops_cleanl
             assert "Successfully registered with driver" in kubelet.output("default", name, 10**9)
         tasks = scenario.executor_tasks(first)
         assert all(count > 0 for count in tasks.values()), tasks  # both executors ran tasks
+        for pod in executors:  # they run user SQL: no API token in them
+            assert not [v for v in pod["spec"].get("volumes") or [] if "projected" in v], pod
+        await _until(scenario.two_running, "2/2 executors in the Replica's status", 120,
+                     scenario.explain)  # fmt: skip
 
         # an executor deleted: Spark replaces it; new facts are counted exactly
         await admin.delete(f"{NS}/pods/{first[0]}")
