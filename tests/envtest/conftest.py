@@ -35,14 +35,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Everything here on one xdist worker: one API server per session."""
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        if here in item.path.parents:
             item.add_marker(pytest.mark.xdist_group("envtest"))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
-    if report.failed and Path(__file__).parent in Path(str(item.fspath)).parents:
+    if report.failed and Path(__file__).parent in item.path.parents:
         item.session.stash[_FAILED] = True
     return report
 
