@@ -4,7 +4,8 @@
   one Spark application runs at a time on the machine: the tests on the shared in-process
   session (marker ``spark_session``, set by ``tests/conftest.py``: ``local[2]``, and the
   ``local_cluster`` tests last on ``local-cluster[2,1,1024]``) and the tests marked ``spark``
-  whose replicas run Spark in processes of their own;
+  whose replicas run Spark in processes of their own; and the tests on a real API server
+  (marker ``envtest``: one API server for the run);
 - the **other** lane: everything else (pure units, manifests, the operator on the emulator
   with stand-in replicas, the console scripts that start no Spark) on pytest-xdist workers.
 
@@ -84,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, extra = parser.parse_known_args(argv)
     lanes = [
-        Lane("spark", "spark or spark_session", ["-n", "0"]),
-        Lane("other", "not (spark or spark_session)", ["-n", args.workers]),
+        Lane("spark", "spark or spark_session or envtest", ["-n", "0"]),
+        Lane("other", "not (spark or spark_session or envtest)", ["-n", args.workers]),
     ]
     lock = threading.Lock()
     threads = [threading.Thread(target=_run, args=(lane, args.fast, extra, lock)) for lane in lanes]

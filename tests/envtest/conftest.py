@@ -1,9 +1,9 @@
 """Fixtures on a real kube-apiserver + etcd (one per test session) and a test kubelet.
 
 The binaries come from ``KUBEBUILDER_ASSETS`` or the shared ``../shared/envtest`` folder;
-where neither exists every test here is skipped with one line. Every test runs in the
-``envtest`` xdist group (one worker, one API server) and starts from a clean ``default``
-namespace. The control plane's logs are kept (and their folder printed) when a test
+where neither exists every test here is skipped with one line. Every test is marked
+``envtest``, which ``tools/test_lanes.py`` runs in its one-process lane (one API server a
+run), and starts from a clean ``default`` namespace. The control plane's logs are kept (and their folder printed) when a test
 here failed.
 """
 
@@ -29,14 +29,6 @@ from tests.envtest.kubelet import TestKubelet
 IMAGE = "dataflow-operator:envtest"
 """The name the tests give the project's image (:class:`Image` from the Dockerfile)."""
 _FAILED = pytest.StashKey[bool]()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Everything here on one xdist worker: one API server per session."""
-    here = Path(__file__).parent
-    for item in items:
-        if here in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("envtest"))
 
 
 @pytest.hookimpl(wrapper=True)

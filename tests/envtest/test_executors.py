@@ -43,7 +43,13 @@ from tests.envtest.network import KUBERNETES_SERVICE_IP
 from tests.envtest.operator_process import OperatorProcess
 from tests.jvm import TEST_SPARK_CONF
 
-pytestmark = [pytest.mark.envtest, pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(1500)]
+pytestmark = [
+    pytest.mark.envtest,
+    pytest.mark.spark,
+    pytest.mark.slow,
+    pytest.mark.asyncio,
+    pytest.mark.timeout(1500),
+]
 
 T = TypeVar("T")
 NS = "/api/v1/namespaces/default"
