@@ -246,7 +246,10 @@ async def test_an_operator_killed_in_each_phase_of_a_handover_converges(
             status = await _status(cluster)
             return status.get("attempt") == 2 and await _one(cluster)
 
-        await wait_for(converged, timeout=40, interval=0.2)
+        # Killed right after the handover is recorded, the new operator sometimes takes
+        # more than 40 s to converge on a busy machine (seen before and after the test
+        # lanes); what is checked is that it converges, to one driver, attempt 2.
+        await wait_for(converged, timeout=90, interval=0.2)
         service = await cluster.api.get(KubeApi.core("default", "services", "r1-driver"))
         assert service is not None and service["spec"]["selector"]["dataflow.dev/attempt"] == "2"
         await wait_for(lambda: _seen(reader, "2"), timeout=10)
