@@ -173,6 +173,11 @@ def seeded_half(queries: dict[str, str], seed: int) -> dict[str, str]:
     return {name: queries[name] for name in sorted(names)}
 
 
+def _dataflow(query: str) -> str:
+    """The dataflow that maintains ``query`` (a DNS-1123 name: no underscores)."""
+    return query.replace("_", "-")
+
+
 def check_joins(
     spark: SparkSession,
     directory: Path,
@@ -194,7 +199,7 @@ def check_joins(
         (directory / name).mkdir(parents=True, exist_ok=True)
     for sql in queries.values():
         assert plan_query(sql, list(SCHEMAS)).maintenance.strategy is strategy
-    specs = [(name, _spec(sql, sources)) for name, sql in queries.items()]
+    specs = [(_dataflow(name), _spec(sql, sources)) for name, sql in queries.items()]
     outputs: list[BatchOutput] = []
     inputs: dict[str, list[Update]] = {name: [] for name in SCHEMAS}
     checked: dict[str, int] = {}
@@ -220,21 +225,24 @@ def check_joins(
             report = {d.name: d for d in engine.report().dataflows}
             due: dict[int, dict[str, str]] = {}  # time → the queries to check at it
             for name, sql in queries.items():
-                frontier = report[name].frontier[0] if report[name].frontier else 0
+                flow = report[_dataflow(name)]
+                frontier = flow.frontier[0] if flow.frontier else 0
                 for time in [t for t in times if checked.get(name, -1) < t < frontier]:
                     due.setdefault(time, {})[name] = sql
                 checked[name] = max([checked.get(name, -1), *(t for t in times if t < frontier)])
             for time, checking in sorted(due.items()):
                 for name, expected in oracle(spark, checking, inputs, time).items():
-                    emitted = [u for o in outputs if o.dataflow == name for u in o.updates]
+                    emitted = [
+                        u for o in outputs if o.dataflow == _dataflow(name) for u in o.updates
+                    ]
                     got = _consolidated(emitted, time)
                     assert got == expected, (name, seed, number, time, got, expected)
         keyed = {"keyed": "SELECT * FROM l WHERE k IS NOT NULL"}
         if any(oracle(spark, keyed, inputs, 10**9)["keyed"]):
             # Maintained in Spark state (the arrangements), not recomputed in the driver.
             report = {d.name: d for d in engine.report().dataflows}
-            assert all(report[name].state_rows > 0 for name in queries), report
-            assert all(report[name].strategy_reason is None for name in queries), report
+            assert all(report[_dataflow(name)].state_rows > 0 for name in queries), report
+            assert all(report[_dataflow(n)].strategy_reason is None for n in queries), report
     finally:
         engine.close()
 
