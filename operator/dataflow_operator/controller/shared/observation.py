@@ -77,14 +77,19 @@ def _container(status: Mapping[str, Any], name: str = DRIVER_CONTAINER) -> Mappi
     return dict(statuses[0]) if statuses else {}
 
 
+def _phase(status: Mapping[str, Any]) -> PodPhase:
+    """A pod status's phase (``Pending`` before it has one, ``Unknown`` if unrecognised)."""
+    try:
+        return PodPhase(status.get("phase") or "Pending")
+    except ValueError:
+        return PodPhase.UNKNOWN
+
+
 def observe_pod(pod: Mapping[str, Any]) -> PodObservation:
     """Reduce a Pod object to a :class:`PodObservation`."""
     metadata = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    try:
-        phase = PodPhase(status.get("phase") or "Pending")
-    except ValueError:
-        phase = PodPhase.UNKNOWN
+    phase = _phase(status)
     attempt_label = (metadata.get("labels") or {}).get(LABEL_ATTEMPT)
     container = _container(status)
     state = container.get("state") or {}
@@ -173,10 +178,7 @@ def observe_executor(pod: Mapping[str, Any]) -> ExecutorObservation:
     """Reduce an executor Pod object to an :class:`ExecutorObservation`."""
     metadata = pod.get("metadata") or {}
     status = pod.get("status") or {}
-    try:
-        phase = PodPhase(status.get("phase") or "Pending")
-    except ValueError:
-        phase = PodPhase.UNKNOWN
+    phase = _phase(status)
     owner = next(
         (
             ref.get("name")
