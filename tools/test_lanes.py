@@ -9,8 +9,8 @@
 - the **other** lane: everything else (pure units, manifests, the operator on the emulator
   with stand-in replicas, the console scripts that start no Spark) on pytest-xdist workers.
 
-Each lane's lines are printed as they come, prefixed with the lane's name; the last line
-sums both lanes (``tests: N passed, N failed, N skipped``). The exit status is the first
+Each lane's lines are printed as they come, prefixed with the lane's name; at the end each
+lane's failed tests are named again (a log's tail shows them), and the last line sums both lanes (``tests: N passed, N failed, N skipped``). The exit status is the first
 failing lane's, 0 when both pass (a lane that selects no test passes).
 
 Usage: ``python tools/test_lanes.py [--fast] [--workers N] [PYTEST ARGS...]``; ``--fast``
@@ -33,7 +33,10 @@ NO_TESTS_COLLECTED = 5
 """pytest's exit status when a selection matches no test."""
 
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
-_SUMMARY = re.compile(r"^=+ .*\bin [\d.]+s.* =+$")
+_SUMMARY = re.compile(r"^=* ?\d+ (passed|failed|skipped|deselected|errors?)\b.*\bin [\d.]+s\b.*$")
+"""pytest's last line, between rules or (``-q``) bare."""
+_FAILURE = re.compile(r"^(FAILED|ERROR) \S+")
+"""pytest's short summary line of a failed test (``-r fE``, its default)."""
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Lane:
     markers: str
     options: list[str]
     counts: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
     status: int | None = None
 
     def command(self, fast: bool, extra: list[str]) -> list[str]:
@@ -71,6 +75,8 @@ def _run(lane: Lane, fast: bool, extra: list[str], lock: threading.Lock) -> None
                         for n, kind in _COUNT.findall(line)
                     }
                 )
+            elif failure := _FAILURE.match(line):
+                lane.failures.append(failure.group(0))
             with lock:
                 sys.stdout.write(f"[{lane.name}] {line}")
                 sys.stdout.flush()
@@ -98,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     statuses = [lane.status for lane in lanes if lane.status not in (0, NO_TESTS_COLLECTED)]
     for lane in lanes:
         print(f"lane {lane.name}: exit {lane.status}, {dict(lane.counts) or 'no summary'}")
+        for failure in lane.failures:  # again at the end, where a log's tail shows them
+            print(f"lane {lane.name}: {failure}")
     print(
         f"tests: {total['passed']} passed, {total['failed'] + total['error']} failed, "
         f"{total['skipped']} skipped"
