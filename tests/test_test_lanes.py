@@ -33,6 +33,7 @@ def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: P
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     tail = run.stdout.splitlines()[-5:]
     assert run.returncode == 1, run.stdout + run.stderr

@@ -10,7 +10,8 @@
   with stand-in replicas, the console scripts that start no Spark) on pytest-xdist workers.
 
 Each lane's lines are printed as they come, prefixed with the lane's name; at the end each
-lane's failed tests are named again (a log's tail shows them), and the last line sums both lanes (``tests: N passed, N failed, N skipped``). The exit status is the first
+lane's failed tests are named again (a log's tail shows them), and the last line sums
+both lanes (``tests: N passed, N failed, N skipped``). The exit status is the first
 failing lane's, 0 when both pass (a lane that selects no test passes).
 
 Usage: ``python tools/test_lanes.py [--fast] [--workers N] [PYTEST ARGS...]``; ``--fast``
