@@ -140,7 +140,7 @@ def test_the_reader_and_the_group_commit_connect_alike(
             made["reader"] = dict(config)
 
     monkeypatch.setattr(kafka, "ConfluentReader", CapturingReader)
-    kafka._confluent(SourceOptions(_options(tmp_path, source)))
+    kafka.open_reader(SourceOptions(_options(tmp_path, source)))
 
     def connect(servers: str, config: dict[str, str | bool]) -> RecordingAdmin:
         made["admin"] = dict(config)

@@ -40,12 +40,17 @@ from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.time import Frontier, Timestamp
 
 __all__ = [
+    "OffsetRange",
     "PartitionRead",
     "Positions",
+    "RangeRead",
+    "RangesRead",
     "admitted",
     "check_read_once",
     "kafka_upper",
+    "merge_ranges",
     "partition_resumption",
+    "plan_ranges",
     "positions_meet",
     "sequence_of",
     "times_read",
@@ -218,3 +223,116 @@ def check_read_once(sql: str, sources: Sequence[str], kafka: Sequence[str]) -> N
                 "dataflow as the source",
                 field="spec.sql",
             )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """A slice of one partition a task reads: offsets ``start`` up to ``end`` (excluded);
+    ``index`` is its task's number in the batch (its part of the ingested collection)."""
+
+    index: int
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class RangeRead:
+    """What a task read of its :class:`OffsetRange`: the position it ``reached`` (the
+    range's end when it read it all), the newest time among its records (``None``: it
+    read none) and, when it stopped before a record at or past the expiration, that
+    record's offset and time (``held``)."""
+
+    index: int
+    reached: int
+    newest: Timestamp | None = None
+    held: tuple[int, Timestamp] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RangesRead:
+    """A batch's ranges put together, per partition in offset order: the positions after
+    it, the partitions' reads (for :func:`kafka_upper`), the first record held back at
+    the expiration (partition, offset, time), and the ranges whose records the batch
+    keeps (those after a gap — a range cut short or held — are left for the next batch)."""
+
+    positions: dict[int, int]
+    reads: list[PartitionRead]
+    held: tuple[int, int, Timestamp] | None
+    kept: frozenset[int]
+
+
+def plan_ranges(
+    positions: Positions, highs: Positions, max_records: int, slots: int
+) -> list[OffsetRange]:
+    """The offset ranges of one batch: from each partition's position towards its high
+    watermark, at most ``max_records`` in all, shared fairly between the partitions that
+    have records waiting (none gets more than it has; what one cannot take goes to the
+    others), then cut into ranges of at most ⌊taken / ``slots``⌋ records (at least one)
+    so that every one of ``slots`` task slots gets work. Deterministic: the same arguments give the
+    same ranges."""
+    waiting = {
+        p: highs[p] - positions.get(p, 0) for p in sorted(highs) if highs[p] > positions.get(p, 0)
+    }
+    taken = dict.fromkeys(waiting, 0)
+    budget = max(0, max_records)
+    while budget > 0:
+        hungry = [p for p in waiting if taken[p] < waiting[p]]
+        if not hungry:
+            break
+        share = max(1, budget // len(hungry))
+        for p in hungry:
+            more = min(share, waiting[p] - taken[p], budget)
+            taken[p] += more
+            budget -= more
+            if budget == 0:
+                break
+    total = sum(taken.values())
+    if total == 0:
+        return []
+    size = max(1, total // max(1, slots))
+    ranges: list[OffsetRange] = []
+    for p, count in taken.items():
+        start, end = positions.get(p, 0), positions.get(p, 0) + count
+        for at in range(start, end, size):
+            ranges.append(OffsetRange(len(ranges), p, at, min(at + size, end)))
+    return ranges
+
+
+def merge_ranges(
+    positions: Positions,
+    highs: Positions,
+    ranges: Sequence[OffsetRange],
+    reads: Iterable[RangeRead],
+) -> RangesRead:
+    """Put a batch's range reads together (see :class:`RangesRead`).
+
+    A partition advances through its ranges in offset order while each was read to its
+    end; the first one cut short (a slow broker) or held (a record at or past the
+    expiration) ends it there, and the ranges after it are not kept: their records are
+    read again by a later batch, so nothing is read twice or skipped.
+    """
+    by_index = {read.index: read for read in reads}
+    after = {p: positions.get(p, 0) for p in highs}
+    newest: dict[int, Timestamp] = {}
+    stopped: set[int] = set()
+    held: tuple[int, int, Timestamp] | None = None
+    kept: set[int] = set()
+    for slice_ in sorted(ranges, key=lambda r: (r.partition, r.start)):
+        p = slice_.partition
+        read = by_index.get(slice_.index)
+        if p in stopped or read is None or slice_.start != after[p]:
+            stopped.add(p)
+            continue
+        kept.add(slice_.index)
+        after[p] = read.reached
+        if read.newest is not None:
+            newest[p] = max(newest.get(p, read.newest), read.newest)
+        if read.held is not None and held is None:
+            held = (p, *read.held)
+        if read.held is not None or read.reached < slice_.end:
+            stopped.add(p)
+    partition_reads = [
+        PartitionRead(p, after[p], max(highs[p], after[p]), newest.get(p)) for p in sorted(after)
+    ]
+    return RangesRead(after, partition_reads, held, frozenset(kept))

@@ -303,6 +303,7 @@ class Engine:
                     held = not (complete or first) and running.holding()
                     if clock_time is not None:
                         running.begin(clock_time)
+                        running.stage_kafka(clock_time)
                         clock = ClockFile(running.settings.layout.clock)
                         clock.write(clock_time, another_round=held)
                     else:

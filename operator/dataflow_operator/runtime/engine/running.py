@@ -23,6 +23,7 @@ from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore, consolidate
 from dataflow_operator.runtime.clock import ClockFile
 from dataflow_operator.runtime.engine.completion import BatchCompletion, Completion
+from dataflow_operator.runtime.engine.kafka_staging import KafkaStaging
 from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
 from dataflow_operator.runtime.engine.query_conf import query_conf
 from dataflow_operator.runtime.engine.sink import write_batch
@@ -110,6 +111,7 @@ class RunningDataflow:
         self._lock = threading.Lock()
         self._upper_is_inputs = False  # the last batch's: then a settle batch moves nothing
         self._completions: Completion | None = None  # a stateful query's batches' (see there)
+        self._kafka: KafkaStaging | None = None
 
     @property
     def name(self) -> str:
@@ -126,6 +128,7 @@ class RunningDataflow:
     def start(self, built: BuiltDataflow) -> None:
         """Start the streaming query under the dataflow's cancellation scope."""
         self.built = built
+        self._kafka = KafkaStaging(built.kafka_sources) if built.kafka_sources else None
         if isinstance(built.transform, Recompute):
             built.transform.token = self.token
         recorded = self.store.read_upper()
@@ -157,6 +160,13 @@ class RunningDataflow:
                     self.spark.conf.unset(key)
                 else:
                     self.spark.conf.set(key, previous)
+
+    def stage_kafka(self, step: Timestamp) -> None:
+        """Have the executors read its kafka sources' batches for clock time ``step``
+        (before the clock moves: see :mod:`.kafka_staging`)."""
+        if self._kafka is None or self.query is None or self.failed or self.token.dropped:
+            return
+        self._kafka.stage(self.spark, self.settings.layout.checkpoint, self.token, step)
 
     def begin(self, time: Timestamp) -> None:
         """Note the first time this run processes (the snapshot time, ``as_of``)."""
@@ -233,6 +243,8 @@ class RunningDataflow:
         run_id = str(query.runId) if query is not None else None
         self.token.drop()  # at once: its sources stop, its loops and errors know
         self.hydration.stop()
+        if self._kafka is not None:
+            self._kafka.close()
         # query.stop() marks the query terminated, then waits for its thread: only then
         # are its jobs cancelled, so Spark sees their failure as the stop's, not an error.
         stopping = threading.Thread(target=self._stop_query, name=f"stop-{self.name}")

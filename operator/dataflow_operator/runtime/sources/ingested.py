@@ -25,7 +25,7 @@ not rewritten whole at every compaction: its rewrites add up to about five times
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.changelog_store import ChangelogStore, part_batch, snapshot_batch
 from dataflow_operator.runtime.storage import Location
 
-__all__ = ["IngestedCollection", "IngestedSize", "IngestedUpper", "updates_table"]
+__all__ = ["IngestedCollection", "IngestedSize", "IngestedUpper", "resume_base", "updates_table"]
 
 COMPACT_AFTER = 16
 """Parts a compaction waits for: fewer small files, and few rewrites of the snapshot."""
@@ -141,3 +141,13 @@ def updates_table(
     columns[TIME] = pa.array([update[width] for update in updates], pa.int64())
     columns[DIFF] = pa.array([update[width + 1] for update in updates], pa.int64())
     return pa.table(columns)
+
+
+def resume_base(start: Mapping[str, Any], ingested: IngestedCollection) -> int:
+    """Where reading a source's upstream starts after offset ``start``: its ``seq``, or,
+    for a new checkpoint (``seq`` and ``upper`` 0) on a source whose ingested collection
+    survived (a changed spec), where that collection ends."""
+    if int(start["seq"]) != 0 or int(start["upper"]) != 0:
+        return int(start["seq"])
+    recorded = ingested.read_upper()
+    return 0 if recorded is None else recorded.seq

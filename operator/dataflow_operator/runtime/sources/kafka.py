@@ -1,9 +1,11 @@
-"""Reading a Kafka topic as a source: the driver fetches each batch, durably, then Spark
-reads it.
+"""Reading a Kafka topic as a source: each batch is written durably, then Spark reads it.
 
 A ``kafka`` source is read by the same Python data source as every other kind
-(:class:`~.reader.ChangelogReader`); this module is its Kafka part. Each batch,
-:meth:`KafkaIngest.latest` (in the driver, where Spark asks for the latest offset)
+(:class:`~.reader.ChangelogReader`); this module is its Kafka part. Usually the
+executors have read the batch already, in offset ranges (:mod:`.kafka_stage`), and
+:meth:`KafkaIngest.latest` takes it up (:meth:`KafkaIngest.adopt`); otherwise, and as the
+reference for what a batch is, :meth:`KafkaIngest.latest` (in the driver, where Spark asks
+for the latest offset)
 
 1. fetches the records after the last batch's positions, at most
    ``maxRecordsPerBatch``, with a :class:`KafkaReader` (the one client this module
@@ -54,7 +56,7 @@ from dataflow_operator.core.kafka import (
 )
 from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.changelog_store import part_batch
-from dataflow_operator.runtime.sources.ingested import updates_table
+from dataflow_operator.runtime.sources.ingested import IngestedCollection, updates_table
 from dataflow_operator.runtime.sources.kafka_client import (
     ConfluentReader,
     KafkaFailure,
@@ -65,6 +67,7 @@ from dataflow_operator.runtime.sources.kafka_client import (
     consumer_settings,
 )
 from dataflow_operator.runtime.sources.kafka_config import client_config
+from dataflow_operator.runtime.sources.kafka_staged import StagedBatch
 from dataflow_operator.runtime.sources.logs import HELD_FILE, HeldInput
 from dataflow_operator.runtime.sources.options import NO_UNTIL, SourceOptions
 from dataflow_operator.runtime.values import BadValue, convert_row
@@ -74,8 +77,11 @@ __all__ = [
     "READ_ERROR_FILE",
     "KafkaIngest",
     "default_group_id",
+    "discard_unlogged",
+    "open_reader",
     "parse_positions",
     "read_positions",
+    "record_values",
 ]
 
 POSITIONS_FILE = "kafka.json"
@@ -127,7 +133,7 @@ class KafkaIngest:
     ) -> None:
         self.options = options
         self.fields = list(fields)
-        self.connect = connect or _confluent
+        self.connect = connect or open_reader
         self._client: KafkaReader | None = None
         self._partitions: tuple[float, list[int]] | None = None
         self._down_since: float | None = None
@@ -140,16 +146,33 @@ class KafkaIngest:
             self._client = self.connect(self.options)
         return self._client
 
-    def latest(self, start: dict[str, Any], base: int, now: int | None) -> dict[str, Any]:
+    def latest(
+        self, start: dict[str, Any], base: int, now: int | None, *, step: int | None = None
+    ) -> dict[str, Any]:
         """The offset after the next batch from ``start`` (``start`` itself when there is
         nothing new); writes the batch's part of the ingested collection first.
 
         ``base`` is where the collection ends when ``start`` is a new checkpoint's (a
         changed spec: its positions are read back), ``now`` the clock on a wall-clock
-        timeline (``None``: the frontier follows the records' times only).
+        timeline (``None``: the frontier follows the records' times only), ``step`` the
+        clock time the batch is for: when the executors read the batch after ``start``
+        for it (:mod:`.kafka_staged`), that batch is taken up; otherwise the driver
+        fetches it here, and parts the executors wrote for another are removed.
         """
         try:
-            end = self._latest(start, base, now)
+            staged = StagedBatch.read(self.options.log_dir) if step is not None else None
+            expiration = self.options.expiration
+            if (
+                staged is not None
+                and step is not None
+                and staged.follows(start, base, step, expiration)
+            ):
+                end = self.adopt(staged, start, base, now)
+            else:
+                if staged is not None:
+                    discard_unlogged(self.options.ingested, max(int(start["seq"]), base))
+                    StagedBatch.clear(self.options.log_dir)
+                end = self._latest(start, base, now)
         except KafkaUnavailable as error:
             if self._down_since is None:  # one line per outage, not one per step
                 self._down_since = wall.monotonic()
@@ -170,6 +193,36 @@ class KafkaIngest:
         return end
 
     def _latest(self, start: dict[str, Any], base: int, now: int | None) -> dict[str, Any]:
+        positions, upper, highs = self.plan(start, base)
+        fetched, reached = self._fetch(positions, highs)
+        taken, held = self._take(fetched, positions)
+        reads, rows = [], []
+        for partition, records in taken.items():
+            times = [record.timestamp for record in records]
+            positions[partition] = held.get(partition, reached.get(partition, positions[partition]))
+            reads.append(
+                PartitionRead(
+                    partition, positions[partition], highs[partition], max(times, default=None)
+                )
+            )
+            rows += [
+                (*record_values(self.options, self.fields, record), max(record.timestamp, upper), 1)
+                for record in records
+            ]
+        end = self._end(start, upper, positions, highs, reads, now=now)
+        if end is not start:
+            self._write_part(max(int(start["seq"]), base), int(end["seq"]), rows)
+        return end
+
+    def plan(self, start: dict[str, Any], base: int) -> tuple[dict[int, int], int, dict[int, int]]:
+        """Where the batch after ``start`` reads from: every partition's position (a new
+        one from its oldest record), the floor its records' times are advanced to (the
+        upper so far), and the high watermarks (never below a position).
+
+        Raises :class:`KafkaFailure` when the topic no longer holds what comes next
+        (retention deleted it unread, or the topic was made again) and
+        :class:`KafkaUnavailable` when Kafka cannot be asked.
+        """
         positions = parse_positions(start.get("partitions"))
         upper = int(start["upper"])
         if base > int(start["seq"]):
@@ -192,23 +245,24 @@ class KafkaIngest:
             highs[partition] = max(high, position)
         if past:
             self._topic_behind(positions, past)
-        fetched, reached = self._fetch(positions, highs)
-        taken, held = self._take(fetched, positions)
-        reads, rows = [], []
-        for partition, records in taken.items():
-            times = [record.timestamp for record in records]
-            positions[partition] = held.get(partition, reached.get(partition, positions[partition]))
-            reads.append(
-                PartitionRead(
-                    partition, positions[partition], highs[partition], max(times, default=None)
-                )
-            )
-            rows += [(*self._values(record), max(record.timestamp, upper), 1) for record in records]
+        return positions, upper, highs
+
+    def _end(
+        self,
+        start: dict[str, Any],
+        upper: int,
+        positions: Mapping[int, int],
+        highs: Mapping[int, int],
+        reads: Sequence[PartitionRead],
+        *,
+        now: int | None,
+    ) -> dict[str, Any]:
+        """The offset after a batch that read ``reads`` from ``start`` (``start`` itself
+        when it moved nothing)."""
         now_upper = kafka_upper(upper, reads, now=now, expiration=self._expiration())
         seq = sequence_of(positions)
         if seq == int(start["seq"]) and now_upper == int(start["upper"]):
             return start
-        self._write_part(max(int(start["seq"]), base), seq, rows)  # the kept collection stays
         return {
             "upper": now_upper,
             "seq": seq,
@@ -216,6 +270,25 @@ class KafkaIngest:
             "partitions": {str(p): o for p, o in sorted(positions.items())},
             "highs": {str(p): h for p, h in sorted(highs.items())},
         }
+
+    def adopt(
+        self, staged: StagedBatch, start: dict[str, Any], base: int, now: int | None
+    ) -> dict[str, Any]:
+        """The offset after ``start`` of a batch the executors read (:mod:`.kafka_stage`:
+        its parts are written already); the held record, if any, is recorded as
+        :meth:`_take` records it."""
+        if staged.held is not None:
+            partition, offset, time = staged.held
+            self._hold(partition, offset, time)
+        return self._end(start, staged.floor, staged.positions, staged.highs, staged.reads, now=now)
+
+    def _hold(self, partition: int, offset: int, time: int) -> None:
+        """Record the record at ``offset`` as held back at the expiration."""
+        expiration = self._expiration()
+        assert expiration is not None
+        where = f"{self.options.topic}/{partition}@{offset}"
+        note = HeldInput(file=where, time=time, expiration=expiration)
+        self.options.log_dir.child(HELD_FILE).write_text(note.to_json())
 
     def _holds_record(self, partition: int, offset: int) -> bool:
         """Whether the partition still has the record at ``offset`` (the last one read:
@@ -303,10 +376,7 @@ class KafkaIngest:
             count = admitted([r.timestamp for r in records], expiration)
             if count < len(records):
                 first = records[count]
-                assert expiration is not None
-                where = f"{self.options.topic}/{partition}@{first.offset}"
-                note = HeldInput(file=where, time=first.timestamp, expiration=expiration)
-                self.options.log_dir.child(HELD_FILE).write_text(note.to_json())
+                self._hold(partition, first.offset, first.timestamp)
                 held[partition] = first.offset
                 del records[count:]
         return taken, held
@@ -315,37 +385,47 @@ class KafkaIngest:
         expiration = self.options.expiration
         return None if expiration == NO_UNTIL else expiration
 
-    def _values(self, record: KafkaRecord) -> tuple[Any, ...]:
-        where = f"topic {self.options.topic!r} partition {record.partition} offset {record.offset}"
-        text = (record.value or b"").decode("utf-8", errors="replace")
-        try:
-            if self.options.format == "csv":
-                cells = next(csv.reader([text]), [])
-                parsed: object = dict(zip((name for name, _ in self.fields), cells, strict=False))
-            else:
-                parsed = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError as error:
-            raise BadValue(f"{where}: the value is not JSON: {error.msg}") from None
-        if not isinstance(parsed, dict):
-            raise BadValue(f"{where}: the value is not a JSON object: {text[:80]!r}")
-        try:
-            return convert_row(parsed, self.fields)
-        except BadValue as error:
-            raise BadValue(f"{where}: {error}") from None
-
     def _write_part(self, start_seq: int, seq: int, rows: list[tuple[Any, ...]]) -> None:
         """The batch's records as the collection's part for ``seq``; parts past
         ``start_seq`` left by a batch that was never logged are removed first."""
-        ingested = self.options.ingested
-        for name in ingested.location.list():
-            at = part_batch(name)
-            if at is not None and at > start_seq:
-                ingested.location.child(name).delete()
+        discard_unlogged(self.options.ingested, start_seq)
         if rows:
-            ingested.part(seq, 0).write_parquet(updates_table(self.fields, rows))
+            self.options.ingested.part(seq, 0).write_parquet(updates_table(self.fields, rows))
 
 
-def _confluent(options: SourceOptions) -> KafkaReader:
+def discard_unlogged(ingested: IngestedCollection, logged: int) -> None:
+    """Remove the collection's parts past ``logged`` (the last offset logged): left by a
+    batch whose offset never was (a crash, or executors' reads not taken up)."""
+    for name in ingested.location.list():
+        at = part_batch(name)
+        if at is not None and at > logged:
+            ingested.location.child(name).delete()
+
+
+def record_values(
+    options: SourceOptions, fields: Sequence[tuple[str, Any]], record: KafkaRecord
+) -> tuple[Any, ...]:
+    """A record's value parsed into the source's columns (:class:`BadValue` names the
+    topic, partition, offset and field)."""
+    where = f"topic {options.topic!r} partition {record.partition} offset {record.offset}"
+    text = (record.value or b"").decode("utf-8", errors="replace")
+    try:
+        if options.format == "csv":
+            cells = next(csv.reader([text]), [])
+            parsed: object = dict(zip((name for name, _ in fields), cells, strict=False))
+        else:
+            parsed = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as error:
+        raise BadValue(f"{where}: the value is not JSON: {error.msg}") from None
+    if not isinstance(parsed, dict):
+        raise BadValue(f"{where}: the value is not a JSON object: {text[:80]!r}")
+    try:
+        return convert_row(parsed, fields)
+    except BadValue as error:
+        raise BadValue(f"{where}: {error}") from None
+
+
+def open_reader(options: SourceOptions) -> KafkaReader:
     """The reader of a source's topic: on confluent-kafka, or from the module the engine
     was told of (:data:`~.kafka_client.CLIENT_ENV`, passed on as the option)."""
     if options.kafka_client:

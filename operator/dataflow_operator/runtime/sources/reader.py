@@ -20,8 +20,8 @@ restart raises ``until`` (a later expiration), the first batch also *replays* th
 consumed before — from that collection, never from the upstream, whose files may be
 released by then — so that the updates the previous run dropped at its expiration are
 regenerated (see :mod:`dataflow_operator.runtime.strategies.temporal_filter`). A
-``kafka`` source's batch is fetched by the driver and written to that collection before
-its offset is logged (:mod:`.kafka`); its tasks read it from there. Offsets
+``kafka`` source's batch is read (by the executors' tasks, or by the driver) and written to
+that collection before its offset is logged (:mod:`.kafka`); its tasks read it from there. Offsets
 also carry the source's index in the spec (``source``), so that the engine finds each
 source's committed offset in the offset log.
 
@@ -45,6 +45,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.sources.batches import UpdateColumns
 from dataflow_operator.runtime.sources.changelog_times import newest_time, producer_upper
+from dataflow_operator.runtime.sources.ingested import resume_base
 from dataflow_operator.runtime.sources.item_updates import item_batches
 from dataflow_operator.runtime.sources.logs import (
     FILES_LOG,
@@ -131,7 +132,8 @@ class ChangelogReader(DataSourceStreamReader):
             if now is None or start.get("fetched") == now:
                 return start
             wall_now = now if self.options.wall_clock else None
-            return {**self.kafka.latest(start, self._base(start), wall_now), "fetched": now}
+            end = self.kafka.latest(start, self._base(start), wall_now, step=now)
+            return {**end, "fetched": now}
         if kind == "dataflow":
             recorded = ChangelogStore(self.options.path).read_upper()
             if recorded is None or recorded.upper <= start["upper"]:
@@ -175,12 +177,8 @@ class ChangelogReader(DataSourceStreamReader):
             self.kafka.close()
 
     def _base(self, start: dict[str, int]) -> int:
-        """Where reading the upstream starts: ``start``'s offset, or, for a new checkpoint
-        on a source whose ingested collection survived (a changed spec), its end."""
-        if start["seq"] != 0 or start["upper"] != 0:
-            return start["seq"]
-        recorded = self.options.ingested.read_upper()
-        return 0 if recorded is None else recorded.seq
+        """Where reading the upstream starts (see :func:`~.ingested.resume_base`)."""
+        return resume_base(start, self.options.ingested)
 
     def _progress_upper(self) -> int | None:
         """How far a changelog source is complete without new files: the producer's own
@@ -241,7 +239,7 @@ class ChangelogReader(DataSourceStreamReader):
             # (rows of a table or files at this batch's time, a changelog's at their own).
             time = None if own else batch_time
             replayed = [ReadItem(f.uri, time, 0, True) for f in ingested.files(base)]
-        if kind == "kafka":  # the driver wrote the batch's part (.kafka)
+        if kind == "kafka":  # the batch's parts are written (.kafka)
             parts = ingested.store.parts(base, end["seq"])
             items = [ReadItem(f.uri, None, start["upper"], True) for at, f in parts if at > base]
             return read_tasks(items, batch_time, None, 0, replayed)

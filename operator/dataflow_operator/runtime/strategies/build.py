@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -82,6 +82,9 @@ class BuiltDataflow:
     """For GENERAL queries: turns a batch of the stream (input updates) into output updates."""
     recompute_reason: str | None = None
     """For GENERAL queries: what no incremental strategy covers, in a user's words."""
+    kafka_sources: tuple[SourceInput, ...] = ()
+    """Its kafka sources, with the options their readers were given: the engine has the
+    executors read their batches (:mod:`~dataflow_operator.runtime.sources.kafka_stage`)."""
 
     @property
     def releases_at_frontier(self) -> bool:
@@ -345,7 +348,8 @@ def build_dataflow(
             joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
             if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
                 reason = planned_recompute_reason(plan) or UNRESOLVED_JOIN
-                return _general(spark, plan, bounds, work_dir, reason)
+                general = _general(spark, plan, bounds, work_dir, reason)
+                return replace(general, kafka_sources=_kafka(sources))
             if joined is not None:
                 frame = joined
             elif strategy is Strategy.SET:
@@ -370,4 +374,9 @@ def build_dataflow(
         data_ddl=ddl_of(frame.schema),
         stateful=bool(bounds) or held,
         plan=plan,
+        kafka_sources=_kafka(sources),
     )
+
+
+def _kafka(sources: list[SourceInput]) -> tuple[SourceInput, ...]:
+    return tuple(source for source in sources if source.options.get("kind") == "kafka")
