@@ -16,9 +16,14 @@ import time as wall
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
+from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.kafka import OffsetRange, RangeRead
 from dataflow_operator.runtime.sources.ingested import updates_table
 from dataflow_operator.runtime.sources.kafka import open_reader, record_values
+from dataflow_operator.runtime.sources.kafka_client import KafkaRecord
+from dataflow_operator.runtime.sources.kafka_values import arrow_values
 from dataflow_operator.runtime.sources.options import NO_UNTIL, SourceOptions
 
 __all__ = ["RANGE_SECONDS", "executor_process", "read_range"]
@@ -43,14 +48,26 @@ def read_range(
     driver, which reports them."""
     source = SourceOptions(dict(options))
     expiration = None if source.expiration == NO_UNTIL else source.expiration
+    records, reached, held = _fetch(source, offsets, expiration)
+    if records:
+        source.ingested.part(key, offsets.index).write_parquet(
+            _updates(source, fields, records, floor)
+        )
+    newest = max((record.timestamp for record in records), default=None)
+    return RangeRead(offsets.index, reached, newest, held), executor_process()
+
+
+def _fetch(
+    source: SourceOptions, offsets: OffsetRange, expiration: int | None
+) -> tuple[list[KafkaRecord], int, tuple[int, int] | None]:
+    """The range's records before the first at or past ``expiration``, the position
+    reached, and the held record (offset, time) if one stopped it."""
     reader = open_reader(source)
     partition, position = offsets.partition, offsets.start
-    rows: list[tuple[Any, ...]] = []
-    newest: int | None = None
-    held: tuple[int, int] | None = None
+    records: list[KafkaRecord] = []
     deadline = wall.monotonic() + RANGE_SECONDS
     try:
-        while position < offsets.end and held is None:
+        while position < offsets.end:
             left = deadline - wall.monotonic()
             if left <= 0:
                 break
@@ -59,20 +76,34 @@ def read_range(
                 if record.partition != partition or not position <= record.offset < offsets.end:
                     continue
                 if expiration is not None and record.timestamp >= expiration:
-                    held = (record.offset, record.timestamp)
-                    break
-                values = record_values(source, fields, record)
-                rows.append((*values, max(record.timestamp, floor), 1))
-                newest = record.timestamp if newest is None else max(newest, record.timestamp)
+                    return records, record.offset, (record.offset, record.timestamp)
+                records.append(record)
                 position = record.offset + 1
-            if held is None:  # past offsets that hold no record (markers, compaction)
-                position = max(position, min(at.get(partition, position), offsets.end))
+            # past offsets that hold no record (transaction markers, compaction)
+            position = max(position, min(at.get(partition, position), offsets.end))
     finally:
         reader.close()
-    if rows:
-        source.ingested.part(key, offsets.index).write_parquet(updates_table(fields, rows))
-    reached = held[0] if held is not None else position
-    return RangeRead(offsets.index, reached, newest, held), executor_process()
+    return records, position, None
+
+
+def _updates(
+    source: SourceOptions,
+    fields: Sequence[tuple[str, Any]],
+    records: Sequence[KafkaRecord],
+    floor: int,
+) -> pa.Table:
+    """The records as updates: their values parsed (by Arrow at once where it reads them
+    exactly, else one by one), each at its timestamp advanced to ``floor``, diff +1."""
+    parsed = arrow_values(fields, [record.value for record in records], source.format)
+    if parsed is None:
+        rows = [
+            (*record_values(source, fields, record), max(record.timestamp, floor), 1)
+            for record in records
+        ]
+        return updates_table(fields, rows)
+    times = pa.array([max(record.timestamp, floor) for record in records], pa.int64())
+    diffs = pa.repeat(pa.scalar(1, pa.int64()), len(records))
+    return parsed.append_column(TIME, times).append_column(DIFF, diffs)
 
 
 def executor_process() -> int:

@@ -1,0 +1,85 @@
+"""Kafka JSON values parsed by Arrow at once are exactly what parsing them one by one
+gives, and every value Arrow would read otherwise is left to the one-by-one parsing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pyspark.sql.types import BooleanType, DoubleType, FloatType, IntegerType, LongType, StringType
+
+from dataflow_operator.runtime.sources.ingested import updates_table
+from dataflow_operator.runtime.sources.kafka import record_values
+from dataflow_operator.runtime.sources.kafka_client import KafkaRecord
+from dataflow_operator.runtime.sources.kafka_values import arrow_values
+from dataflow_operator.runtime.sources.options import SourceOptions
+
+FIELDS: list[tuple[str, Any]] = [
+    ("k", StringType()),
+    ("n", LongType()),
+    ("i", IntegerType()),
+    ("x", DoubleType()),
+    ("f", FloatType()),
+    ("ok", BooleanType()),
+]
+OPTIONS = SourceOptions({"kind": "kafka", "log_dir": "/nowhere", "topic": "t", "format": "json"})
+
+
+def _one_by_one(values: list[bytes]) -> list[dict[str, Any]]:
+    records = [KafkaRecord(0, offset, 0, value) for offset, value in enumerate(values)]
+    rows = [(*record_values(OPTIONS, FIELDS, r), 0, 1) for r in records]
+    return updates_table(FIELDS, rows).drop_columns(["__time", "__diff"]).to_pylist()
+
+
+objects = st.fixed_dictionaries(
+    {},
+    optional={
+        "k": st.one_of(st.none(), st.text(max_size=8)),
+        "n": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+        "i": st.integers(-(2**31), 2**31 - 1),
+        "x": st.floats(allow_nan=False, allow_infinity=False),
+        "f": st.floats(-1e30, 1e30),
+        "ok": st.booleans(),
+        "extra": st.integers(),
+    },
+)
+
+
+@given(st.lists(objects, min_size=1, max_size=20))
+def test_what_arrow_reads_is_what_the_values_parse_to_one_by_one(
+    rows: list[dict[str, Any]],
+) -> None:
+    values = [json.dumps(row).encode() for row in rows]
+    parsed = arrow_values(FIELDS, values, "json")
+    assert parsed is not None
+    assert parsed.to_pylist() == _one_by_one(values)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"n": "12"}',  # a string in an integer column: converted one by one
+        b'{"n": 1.5}',
+        b'{"k": {"nested": 1}}',
+        b"[1, 2]",  # not an object: an error that names the record
+        b"not json",
+        b'{"k": "a\nb"}'.replace(b"\\n", b"\n"),
+        b'{"K": "upper"}',  # differs from a column only by case
+        b"",  # a row of nulls one by one; Arrow would skip it
+        b'{"k": "\xff"}',  # not UTF-8
+    ],
+)
+def test_values_arrow_would_read_otherwise_are_left_to_the_one_by_one_parsing(value: bytes) -> None:
+    assert arrow_values(FIELDS, [b'{"k": "fine"}', value], "json") is None
+
+
+def test_csv_values_and_columns_of_other_types_are_left_to_the_one_by_one_parsing() -> None:
+    assert arrow_values(FIELDS, [b"a,1"], "csv") is None
+    from pyspark.sql.types import TimestampType
+
+    assert (
+        arrow_values([("t", TimestampType())], [b'{"t": "2026-01-01T00:00:00Z"}'], "json") is None
+    )
