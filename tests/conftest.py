@@ -28,7 +28,10 @@ from tests.jvm import TEST_SPARK_CONF
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytest_plugins = ["tests.kafka_broker"]  # the kafka_broker fixtures
+pytest_plugins = [
+    "tests.kafka_broker",  # the kafka_broker fixtures
+    "tests.replica_fixtures",  # fake_replica, operator_log
+]
 
 settings.register_profile("dataflow", deadline=None)
 settings.load_profile("dataflow")

@@ -7,14 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import kmock
-import pytest
 import pytest_asyncio
 
 from dataflow_operator.controller.kube import KubeApi
 from tests.controller.harness import (
     Cluster,
     Emulator,
-    FakeReplica,
     Operator,
     declare_resources,
     write_kubeconfig,
@@ -72,18 +70,3 @@ async def start_operator(
     yield start
     for operator in started:
         await operator.stop()
-
-
-@pytest_asyncio.fixture()
-async def fake_replica() -> AsyncIterator[FakeReplica]:
-    replica = FakeReplica()
-    await replica.start()
-    yield replica
-    await replica.stop()
-
-
-@pytest.fixture()
-def operator_log(tmp_path: Path) -> Callable[[], str]:
-    return lambda: (
-        (tmp_path / "operator.log").read_text() if (tmp_path / "operator.log").exists() else ""
-    )

@@ -76,20 +76,6 @@ async def start_operator(
         await operator.stop()
 
 
-@pytest_asyncio.fixture()
-async def fake_replica() -> AsyncIterator[FakeReplica]:
-    replica = FakeReplica()
-    await replica.start()
-    yield replica
-    await replica.stop()
-
-
-@pytest.fixture()
-def operator_log(tmp_path: Path) -> Callable[[], str]:
-    log = tmp_path / "operator.log"
-    return lambda: log.read_text() if log.exists() else ""
-
-
 SCENARIOS = [
     kmock_scenarios.test_driver_pod_carries_the_injected_start_time_and_offset,
     kmock_scenarios.test_ready_replica_installs_dataflows_and_reports_hydration,
