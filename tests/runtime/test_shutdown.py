@@ -130,6 +130,12 @@ def test_spark_lines_that_only_repeat_an_interruption_stay_out_of_the_log(
         "org.apache.spark.broadcast.TorrentBroadcast": [
             "Store broadcast broadcast_7 fail, remove all pieces of the broadcast",
         ],
+        "org.apache.spark.storage.DiskBlockObjectWriter": [
+            "Exception occurred while manually close the output stream to file "
+            "/tmp/blockmgr-1/29/temp_shuffle_e6a2, Stream Closed",  # an interrupted write
+            "Exception occurred while manually close the output stream to file "
+            "/tmp/blockmgr-1/29/temp_shuffle_e6a2, No space left on device",
+        ],
         "org.apache.spark.SparkContext": ["a real failure"],
     }
     for logger, messages in lines.items():
@@ -138,6 +144,9 @@ def test_spark_lines_that_only_repeat_an_interruption_stay_out_of_the_log(
     assert str(spark_errors.toString()).splitlines() == [
         "ERROR org.apache.spark.storage.ShuffleBlockFetcherIterator: "
         "Error occurred while fetching local blocks, No space left on device",
+        "ERROR org.apache.spark.storage.DiskBlockObjectWriter: Exception occurred while "
+        "manually close the output stream to file /tmp/blockmgr-1/29/temp_shuffle_e6a2, "
+        "No space left on device",
         "ERROR org.apache.spark.SparkContext: a real failure",
     ]
 

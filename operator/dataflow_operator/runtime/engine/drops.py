@@ -69,11 +69,13 @@ class Drops:
         dropped_at = running.token.dropped_at or wall.monotonic()
         seconds = wall.monotonic() - dropped_at
         self.shutdowns.observe(seconds)
-        with self._lock:
-            if self._dropping.get(name, (None,))[0] is running:
-                del self._dropping[name]
-        done.set()
+        # logged before the drop is done: whoever waits for it (a closing engine, then
+        # its process's end) finds the line written
         if complete:
             log.info("dataflow dropped", dataflow=name, seconds=round(seconds, 3))
         else:
             log.warning("dataflow dropped; some of its tasks outlived the wait", dataflow=name)
+        with self._lock:
+            if self._dropping.get(name, (None,))[0] is running:
+                del self._dropping[name]
+        done.set()

@@ -244,7 +244,12 @@ class RunningDataflow:
         self.token.drop()  # at once: its sources stop, its loops and errors know
         self.hydration.stop()
         if self._kafka is not None:
-            self._kafka.close()
+            # in the background: closing a Kafka client may wait on its broker (one just
+            # restarted, or out of reach), and a drop must not
+            closing = threading.Thread(
+                target=self._kafka.close, name=f"kafka-close-{self.name}", daemon=True
+            )
+            closing.start()
         # query.stop() marks the query terminated, then waits for its thread: only then
         # are its jobs cancelled, so Spark sees their failure as the stop's, not an error.
         stopping = threading.Thread(target=self._stop_query, name=f"stop-{self.name}")
