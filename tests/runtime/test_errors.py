@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader
@@ -123,6 +124,18 @@ def test_an_unknown_column_suggests_no_column_of_the_runtime(spark: SparkSession
     assert line.startswith("UNRESOLVED_COLUMN.WITH_SUGGESTION: ") and "`contnt`" in line
     assert "Did you mean one of the following? [`content`]." in line
     assert "__time" not in line and "__diff" not in line
+
+
+def test_a_java_error_py4j_did_not_convert_is_the_exception_not_the_call(
+    spark: SparkSession,
+) -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    with pytest.raises(Py4JJavaError) as caught:
+        jvm.java.lang.Class.forName("no.such.Thing")
+    assert str(caught.value).startswith("An error occurred while calling")
+    assert one_line(caught.value) == "java.lang.ClassNotFoundException: no.such.Thing"
+    assert not is_data_error(caught.value)
 
 
 def test_reserved_suggestions_are_dropped_and_an_empty_list_with_them() -> None:

@@ -161,6 +161,16 @@ def without_reserved_suggestions(text: str) -> str:
     return _SUGGESTIONS.sub(kept, text)
 
 
+_PY4J_PREAMBLE = re.compile(r"\A\s*An error occurred while calling \S+\.\s*\n\s*:?\s*")
+"""What py4j puts before a Java exception it did not convert: the call's handle (``o84.load``),
+which says nothing to a user; the exception's own line follows it."""
+
+
+def _without_py4j_preamble(text: str) -> str:
+    """``text`` from the Java exception on, when it is a raw py4j error's."""
+    return _PY4J_PREAMBLE.sub("", text, count=1)
+
+
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
@@ -187,7 +197,7 @@ def one_line(error: BaseException) -> str:
         cause = _first_line(spark_error.getMessage()).removeprefix(f"[{condition}]").strip()
         cause = without_reserved_suggestions(cause)
     else:
-        cause = _first_line(str(error)) or type(error).__name__
+        cause = _first_line(_without_py4j_preamble(str(error))) or type(error).__name__
     return (f"{condition}: {cause}" if condition else cause)[:MAX_LENGTH]
 
 

@@ -10,6 +10,7 @@ streaming DataFrame and starts it.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 
 from pydantic import ValidationError
@@ -21,15 +22,18 @@ from dataflow_operator.api.protocol import DesiredDataflow
 from dataflow_operator.core.errors import InvalidSpec, UnknownSource
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.core.timelines import Timeline
+from dataflow_operator.logs import get_logger
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.expiry import expiration_of
 from dataflow_operator.runtime.engine.layout import DataflowLayout, last_offsets
 from dataflow_operator.runtime.engine.running import (
     DROPPED_MARKER,
+    RETRIES,
     BatchOutput,
     DataflowSettings,
     RunningDataflow,
 )
+from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.sources.frames import SourceInput
 from dataflow_operator.runtime.sources.ingested import IngestedCollection
 from dataflow_operator.runtime.sources.kafka import default_group_id
@@ -38,15 +42,36 @@ from dataflow_operator.runtime.sources.kafka_config import encode_properties
 from dataflow_operator.runtime.sources.logs import HELD_FILE, INGESTED_DIR, HeldInput
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies import STATE_FORMAT
-from dataflow_operator.runtime.strategies.build import build_dataflow
+from dataflow_operator.runtime.strategies.build import BuiltDataflow, build_dataflow
 
 __all__ = ["SOURCE_FILE", "DataflowStarter", "Upstream", "remove_state", "state_fingerprint"]
 
 SOURCE_FILE = "source.json"
 """The source's settings its logs were made with (in its log directory)."""
 
+log = get_logger(__name__)
+
 Upstream = Callable[[str], "RunningDataflow | str"]
 """The running dataflow of a name, or why it is not running."""
+
+
+RETRY_PAUSE = 1.0
+"""Seconds between a build that failed for a reason other than the query and its retry."""
+
+
+def build_with_retries(name: str, build: Callable[[], BuiltDataflow]) -> BuiltDataflow:
+    """``build()``, again up to :data:`RETRIES` times while it fails for a reason other
+    than the query or its data (a Python worker that did not start on a busy machine, a
+    lost connection); the query's own errors at once."""
+    for attempt in range(RETRIES + 1):
+        try:
+            return build()
+        except Exception as error:
+            if attempt == RETRIES or is_data_error(error):
+                raise
+            log.warning("dataflow not built; retrying", dataflow=name, error=one_line(error))
+            time.sleep(RETRY_PAUSE * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 class DataflowStarter:
@@ -107,13 +132,16 @@ class DataflowStarter:
             for index, source in enumerate(spec.sources)
         ]
         inputs = [SourceInput(i.name, i.data_ddl, {**i.options, **marker}) for i in inputs]
-        built = build_dataflow(
-            self.spark,
-            spec.sql,
-            inputs,
-            until.lower,
-            previous_until,
-            work_dir=layout.work("general"),
+        built = build_with_retries(
+            name,
+            lambda: build_dataflow(
+                self.spark,
+                spec.sql,
+                inputs,
+                until.lower,
+                previous_until,
+                work_dir=layout.work("general"),
+            ),
         )
         settings = DataflowSettings(
             name=name,
