@@ -130,7 +130,11 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "SELECT a, COUNT(DISTINCT b, c) FROM events GROUP BY a",
         Strategy.GENERAL,
     ),
-    "aggregate filter": ("SELECT COUNT(*) FILTER (WHERE b > 1) FROM events", Strategy.GENERAL),
+    "aggregate filter": ("SELECT COUNT(*) FILTER (WHERE b > 1) FROM events", Strategy.AGGREGATE),
+    "aggregate filter over two columns": (
+        "SELECT COUNT(DISTINCT a, b) FILTER (WHERE b > 1) FROM events",
+        Strategy.GENERAL,
+    ),
     "anonymous aggregate": ("SELECT a, try_sum(b) FROM events GROUP BY a", Strategy.GENERAL),
     "window": ("SELECT a, ROW_NUMBER() OVER (ORDER BY b) FROM events", Strategy.GENERAL),
     "limit": ("SELECT a FROM events ORDER BY a LIMIT 10", Strategy.GENERAL),
@@ -497,6 +501,8 @@ QUERIES = [
     "SELECT k FROM events GROUP BY k",
     "SELECT k, SUM(x) AS s FROM events GROUP BY k HAVING s >= 2",
     "SELECT K, COUNT(X) AS c FROM events GROUP BY k",
+    "SELECT k, COUNT(*) FILTER (WHERE x > 0) AS n, SUM(x) FILTER (WHERE x > 1) AS s FROM events "
+    "GROUP BY k",
     "SELECT k, x FROM events WHERE mz_now() < ts",
     "SELECT k, x FROM events WHERE mz_now() >= ts - 2 AND mz_now() <= ts + 1",
     "SELECT k FROM events WHERE mz_now() > ts AND x > 0",

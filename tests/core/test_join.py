@@ -44,6 +44,17 @@ def test_join_kinds(join: str, kind: str) -> None:
     assert [(s.source, s.alias) for s in shape.sides] == [("orders", "o"), ("customers", "c")]
 
 
+def test_a_comma_join_with_its_equality_in_where_is_an_inner_join() -> None:
+    plan = _plan(
+        "SELECT o.amount FROM orders o, customers c WHERE o.customer = c.id AND o.amount > 1"
+    )
+    direct = _plan(
+        "SELECT o.amount FROM orders o JOIN customers c ON o.customer = c.id WHERE o.amount > 1"
+    )
+    assert plan == direct
+    assert plan.steps[0].preserves == (False, False)
+
+
 def test_outer_sides_are_preserved_by_kind() -> None:
     inner = _plan("SELECT * FROM orders o JOIN customers c ON customer = c.id")
     assert inner.steps[0].preserves == (False, False)
@@ -57,7 +68,7 @@ def test_outer_sides_are_preserved_by_kind() -> None:
         "SELECT * FROM orders o JOIN customers c ON o.customer < c.id",
         "SELECT * FROM orders o JOIN customers c ON o.customer = c.id OR o.id = c.id",
         "SELECT * FROM orders o CROSS JOIN customers c",
-        "SELECT * FROM orders o, customers c WHERE o.customer = c.id",
+        "SELECT * FROM orders o, customers c WHERE o.customer < c.id",
         "SELECT * FROM orders o JOIN customers c USING (id)",
         "SELECT * FROM orders o NATURAL JOIN customers c",
         "SELECT * FROM orders o LEFT SEMI JOIN customers c ON o.customer = c.id",

@@ -40,6 +40,17 @@ SOURCES = ["t", "u", "v"]
         ("SELECT percentile(a, 0.5) AS p FROM t", "the aggregate PERCENTILE(a, 0.5)"),
         ("SELECT sum(DISTINCT a) AS s FROM t", "SUM(DISTINCT a) (of the DISTINCT aggregates"),
         ("SELECT a, sum(b) AS s FROM t GROUP BY ROLLUP (a)", "GROUPING SETS, CUBE or ROLLUP"),
+        ("SELECT t.a FROM t, u WHERE t.a < u.a", "a cross join (no equality between the inputs)"),
+        (
+            "SELECT x.a, y.m FROM (SELECT a, count(*) AS n FROM t GROUP BY a) x "
+            "JOIN (SELECT a, max(b) AS m FROM u GROUP BY a) y ON x.a = y.a",
+            "a join of x, which is an aggregate (a join's inputs are sources, or filters and "
+            "projections of one)",
+        ),
+        (
+            "SELECT t.a FROM t JOIN (SELECT u.a FROM u JOIN v ON u.a = v.a) w ON t.a = w.a",
+            "a join of w, which is a join",
+        ),
     ],
 )
 def test_a_recomputed_query_names_what_causes_it(sql: str, reason: str) -> None:
@@ -59,6 +70,10 @@ def test_a_recomputed_query_names_what_causes_it(sql: str, reason: str) -> None:
         "SELECT DISTINCT a FROM t",
         "SELECT a FROM t EXCEPT SELECT a FROM u",
         "SELECT a FROM t WHERE mz_now() <= b + INTERVAL '1 day'",
+        "SELECT t.a, u.b FROM t, u WHERE t.a = u.a AND u.b > 1",
+        "SELECT T.a, count(*) AS n FROM t T, u U, v V WHERE T.a = U.a AND V.b = U.b GROUP BY T.a",
+        "SELECT a, count(*) FILTER (WHERE b > 1) AS n, sum(b) FILTER (WHERE b < 9) AS s "
+        "FROM t GROUP BY a",
     ],
 )
 def test_an_incremental_query_has_no_recompute_reason(sql: str) -> None:

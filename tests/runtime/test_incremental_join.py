@@ -57,6 +57,13 @@ JOINS = {
         "SELECT l.k, count(r.w) AS matched, count(*) AS n, avg(v) AS mean FROM l "
         "LEFT JOIN r ON l.k = r.k AND l.s = r.s GROUP BY l.k HAVING count(*) > 1"
     ),
+    # A comma join whose equalities are in WHERE, and FILTER on its aggregates: the same
+    # join and aggregate, rewritten (core.sql_rewrites).
+    "comma": "SELECT l.v, r.w, l.k FROM l, r WHERE l.k = r.k AND l.s = r.s AND v > 1",
+    "comma_filtered": (
+        "SELECT r.w, count(*) FILTER (WHERE l.v > 2) AS big, sum(l.v) AS total, "
+        "max(l.v) FILTER (WHERE l.s = 'x') AS top_x FROM l, r WHERE r.k = l.k GROUP BY r.w"
+    ),
 }
 
 CHAINS = {

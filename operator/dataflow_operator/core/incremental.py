@@ -65,6 +65,7 @@ from dataflow_operator.core.join import JOINED, JoinShape, join_shape
 from dataflow_operator.core.multiset import MultisetPlan, multiset_shape
 from dataflow_operator.core.recompute import recompute_reason
 from dataflow_operator.core.sql import parse_sql
+from dataflow_operator.core.sql_rewrites import equivalent_shape
 from dataflow_operator.core.sql_shape import (
     DIFF,
     FILTERED,
@@ -291,6 +292,7 @@ def classify(sql: str, source_names: Collection[str]) -> MaintenancePlan:
 
 
 def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
+    tree = equivalent_shape(tree)  # comma joins and FILTER in the shapes strategies match
     snapshot = render(tree)
     ctes = cte_names(tree)
     if is_linear(tree, ctes):

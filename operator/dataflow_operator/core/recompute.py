@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dataflow_operator.core.sql import DIALECT
-from dataflow_operator.core.sql_shape import is_aggregate
+from dataflow_operator.core.sql_shape import is_aggregate, is_linear_select
 
 __all__ = ["INCREMENTAL_AGGREGATES", "recompute_reason"]
 
@@ -83,12 +83,32 @@ def _joins(query: exp.Query) -> str | None:
             return f"a {kind} join"
         if join.args.get("using"):
             return "a join with USING (write it as ON a.x = b.x)"
+    for select in query.find_all(exp.Select):
+        if not select.args.get("joins"):
+            continue
+        from_clause = select.args.get("from_") or select.args.get("from")
+        for relation in [from_clause, *select.args["joins"]]:
+            inner = getattr(relation, "this", None)
+            if isinstance(inner, exp.Subquery) and not is_linear_select(inner.this):
+                return (
+                    f"a join of {inner.alias or 'a subquery'}, which is {_shape_of(inner.this)} "
+                    "(a join's inputs are sources, or filters and projections of one)"
+                )
     if len(joins) == 1:
         return "a join condition that is not a conjunction of equalities between the two inputs"
     return (
         "a join condition that is not a conjunction of equalities between the inputs "
         "joined so far and the next"
     )
+
+
+def _shape_of(query: exp.Expr) -> str:
+    if isinstance(query, exp.Select):
+        if query.args.get("group") or any(is_aggregate(n) for n in query.walk()):
+            return "an aggregate"
+        if query.args.get("joins"):
+            return "a join"
+    return "a query of another shape"
 
 
 def _aggregates(query: exp.Query) -> str | None:

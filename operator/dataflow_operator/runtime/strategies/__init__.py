@@ -16,13 +16,15 @@ joins, :mod:`.row_counts` for set operations) live in modules light to import: S
 pre-init runner unpickles each in a new Python process at every query start.
 """
 
-STATE_FORMAT = 6
-"""The layout of the stateful operators' state, raised whenever one changes (2: the
-aggregate's group totals and the set operations' row counts in chunks; 3: a join key's
-rows inline or in fragments, :mod:`.join_rows`; 4: state keys named by the labels of
-:mod:`.buckets`; 5: a join key's meta holds its fragments' row counts; 6: an aggregate
-over a join holds its partial sums until the watermark, the join no longer its rows). A
-dataflow whose checkpoint another layout wrote starts over (it re-reads its input from
-its sources' ingested collections) instead of reading state it cannot: see
+STATE_FORMAT = 7
+"""The layout of the stateful operators' state, raised whenever one changes or a query may be
+given another strategy (2: the aggregate's group totals and the set operations' row counts
+in chunks; 3: a join key's rows inline or in fragments, :mod:`.join_rows`; 4: state keys
+named by the labels of :mod:`.buckets`; 5: a join key's meta holds its fragments' row
+counts; 6: an aggregate over a join holds its partial sums until the watermark, the join no
+longer its rows; 7: comma joins and ``FILTER`` aggregates are maintained incrementally,
+where their checkpoints were recompute's, :mod:`dataflow_operator.core.sql_rewrites`). A
+dataflow whose checkpoint another layout wrote starts over (it re-reads its input from its
+sources' ingested collections) instead of reading state it cannot: see
 :func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.
 """

@@ -1,0 +1,148 @@
+"""Queries rewritten into the equivalent shape the incremental strategies recognise.
+
+Spark SQL says some things two ways, and users (and suites such as Nexmark) write the
+one the strategies do not match. Each rewrite here gives the same result on every input,
+so the maintenance strategy is chosen on the rewritten query and runs it:
+
+- :func:`comma_joins_on`: ``FROM a, b WHERE a.k = b.k AND …`` (or ``CROSS JOIN``) is the
+  inner join ``FROM a JOIN b ON a.k = b.k WHERE …``: each equality between the inputs
+  joined so far and the next one moves from WHERE into that join's ON;
+- :func:`filters_as_case`: ``agg(x) FILTER (WHERE c)`` is ``agg(CASE WHEN c THEN x END)``
+  for ``count``, ``sum``, ``avg``, ``min`` and ``max`` (an aggregate skips NULLs, so the
+  rows ``c`` does not keep are the rows it skips; ``count(*)`` counts ``CASE WHEN c THEN 1
+  END``).
+
+Pure sqlglot: the rewrites take a tree and return a rewritten copy.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dataflow_operator.core.sql_shape import is_aggregate, is_nondeterministic
+
+__all__ = ["comma_joins_on", "equivalent_shape", "filters_as_case"]
+
+_CASE_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+"""Aggregates whose FILTER is a CASE inside them: they skip the NULLs CASE gives."""
+
+
+def equivalent_shape(query: exp.Query) -> exp.Query:
+    """``query`` with every rewrite of this module applied (a copy)."""
+    return filters_as_case(comma_joins_on(query))
+
+
+def comma_joins_on(query: exp.Query) -> exp.Query:
+    """A copy of ``query`` whose selects of inner and cross joins only have each WHERE
+    equality between two of their inputs in the ON of the join that brings in the later
+    input (qualified columns only: an unqualified one could belong to either input)."""
+    query = query.copy()
+    for select in list(query.find_all(exp.Select)):
+        _move_equalities(select)
+    return query
+
+
+def _move_equalities(select: exp.Select) -> None:
+    joins: list[exp.Join] = select.args.get("joins") or []
+    from_clause = select.args.get("from_") or select.args.get("from")
+    where = select.args.get("where")
+    if not joins or not isinstance(from_clause, exp.From) or where is None:
+        return
+    if not all(_inner(join) for join in joins):
+        return
+    names = [_input_name(from_clause.this), *(_input_name(join.this) for join in joins)]
+    if None in names or len(set(names)) != len(names):
+        return
+    kept = list(_conjuncts(where.this))
+    for index, join in enumerate(joins, start=1):
+        earlier, later = set(names[:index]), names[index]
+        moved = [c for c in kept if _joins_inputs(c, earlier, later)]
+        if not moved:
+            continue
+        kept = [c for c in kept if not any(c is m for m in moved)]
+        on = join.args.get("on")
+        for condition in moved:
+            on = condition.copy() if on is None else exp.and_(on, condition.copy(), copy=False)
+        join.set("on", on)
+        join.set("kind", None)  # a cross join with an equality is an inner join
+    if not kept:
+        select.set("where", None)
+    else:
+        condition = kept[0].copy()
+        for conjunct in kept[1:]:
+            condition = exp.and_(condition, conjunct.copy(), copy=False)
+        select.set("where", exp.Where(this=condition))
+
+
+def _inner(join: exp.Join) -> bool:
+    kind = str(join.args.get("kind") or "").upper()
+    plain = not (join.args.get("side") or join.args.get("using") or join.args.get("method"))
+    return plain and kind in ("", "INNER", "CROSS")
+
+
+def _input_name(relation: exp.Expr) -> str | None:
+    if isinstance(relation, exp.Table | exp.Subquery) and relation.alias_or_name:
+        return relation.alias_or_name.lower()
+    return None
+
+
+def _conjuncts(condition: exp.Expr) -> list[exp.Expr]:
+    while isinstance(condition, exp.Paren):
+        condition = condition.this
+    if isinstance(condition, exp.And):
+        return [*_conjuncts(condition.this), *_conjuncts(condition.expression)]
+    return [condition]
+
+
+def _joins_inputs(condition: exp.Expr, earlier: set[str], later: str) -> bool:
+    """True when ``condition`` is ``x = y`` with ``x`` over ``earlier`` inputs and ``y``
+    over ``later`` (or the other way round), every column qualified, nothing else."""
+    if not isinstance(condition, exp.EQ):
+        return False
+    sides = [_inputs_of(condition.this), _inputs_of(condition.expression)]
+    if any(side is None or not side for side in sides):
+        return False
+    left, right = sides
+    assert left is not None and right is not None
+    return (left <= earlier and right == {later}) or (right <= earlier and left == {later})
+
+
+def _inputs_of(side: exp.Expr) -> set[str] | None:
+    """The inputs ``side``'s columns name, or ``None`` when it is not a plain row-wise
+    expression of qualified columns."""
+    inputs: set[str] = set()
+    for node in side.walk():
+        if isinstance(node, exp.Query | exp.Window) or is_aggregate(node):
+            return None
+        if is_nondeterministic(node):
+            return None
+        if isinstance(node, exp.Column):
+            if not node.table:
+                return None
+            inputs.add(node.table.lower())
+    return inputs
+
+
+def filters_as_case(query: exp.Query) -> exp.Query:
+    """A copy of ``query`` with each ``count``/``sum``/``avg``/``min``/``max`` ``FILTER
+    (WHERE c)`` written as the same aggregate of ``CASE WHEN c THEN … END``."""
+    query = query.copy()
+    for node in list(query.find_all(exp.Filter)):
+        aggregate, where = node.this, node.expression
+        if not isinstance(aggregate, _CASE_AGGREGATES) or not isinstance(where, exp.Where):
+            continue
+        argument = aggregate.this
+        distinct = isinstance(argument, exp.Distinct)
+        values = argument.expressions if distinct else [argument]
+        if len(values) != 1 or values[0] is None:
+            continue  # count(DISTINCT a, b): no one CASE holds both
+        value = values[0]
+        kept = exp.Literal.number(1) if isinstance(value, exp.Star) else value.copy()
+        case = exp.Case(ifs=[exp.If(this=where.this.copy(), true=kept)])
+        rewritten = aggregate.copy()
+        if distinct:
+            rewritten.this.set("expressions", [case])
+        else:
+            rewritten.set("this", case)
+        node.replace(rewritten)
+    return query

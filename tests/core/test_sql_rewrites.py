@@ -1,0 +1,98 @@
+"""Comma joins and FILTER aggregates rewritten into the shapes the strategies maintain."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from dataflow_operator.core.sql import DIALECT
+from dataflow_operator.core.sql_rewrites import comma_joins_on, filters_as_case
+from dataflow_operator.core.sql_shape import render
+
+
+def _rewritten(rewrite: object, sql: str) -> str:
+    assert callable(rewrite)
+    return render(rewrite(sqlglot.parse_one(sql, read=DIALECT)))
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT a.x FROM a, b WHERE a.k = b.k AND a.x > 1",
+            "SELECT a.x FROM a JOIN b ON a.k = b.k WHERE a.x > 1",
+        ),
+        (  # each equality goes to the join that brings in its later input
+            "SELECT A.x FROM a A, b B, c C WHERE C.j = B.j AND A.k = B.k AND A.x + 1 = C.y",
+            "SELECT A.x FROM a AS A JOIN b AS B ON A.k = B.k "
+            "JOIN c AS C ON C.j = B.j AND A.x + 1 = C.y",
+        ),
+        (
+            "SELECT a.x FROM a CROSS JOIN b WHERE (a.k = b.k)",
+            "SELECT a.x FROM a JOIN b ON a.k = b.k",
+        ),
+        (  # an explicit inner join keeps its ON and gains the WHERE's equality
+            "SELECT a.x FROM a JOIN b ON a.k = b.k WHERE a.j = b.j",
+            "SELECT a.x FROM a JOIN b ON a.k = b.k AND a.j = b.j",
+        ),
+        (
+            "SELECT s.x FROM (SELECT * FROM a WHERE x > 0) s, b WHERE s.k = b.k",
+            "SELECT s.x FROM (SELECT * FROM a WHERE x > 0) AS s JOIN b ON s.k = b.k",
+        ),
+    ],
+)
+def test_equalities_between_inputs_move_into_the_join(sql: str, expected: str) -> None:
+    assert _rewritten(comma_joins_on, sql) == expected
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a.x FROM a, b WHERE a.x < b.y",  # no equality: still a cross join
+        "SELECT x FROM a, b WHERE k = j",  # unqualified: either input's column
+        "SELECT a.x FROM a, b WHERE a.k = b.k OR a.j = b.j",  # not a conjunct
+        "SELECT a.x FROM a, b WHERE a.k = a.j",  # one input only
+        "SELECT a.x FROM a, b WHERE a.k = b.k + rand()",  # nondeterministic
+        "SELECT a.x FROM a, b LEFT JOIN c ON b.k = c.k WHERE a.k = b.k",  # an outer join
+        "SELECT a.x FROM a, a WHERE a.k = a.k",  # the same name twice
+    ],
+)
+def test_what_is_not_an_equality_between_two_inputs_stays(sql: str) -> None:
+    tree = sqlglot.parse_one(sql, read=DIALECT)
+    assert _rewritten(comma_joins_on, sql) == render(tree)
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT g, count(*) FILTER (WHERE v > 1) AS n FROM t GROUP BY g",
+            "SELECT g, COUNT(CASE WHEN v > 1 THEN 1 END) AS n FROM t GROUP BY g",
+        ),
+        (
+            "SELECT sum(v) FILTER (WHERE v > 1) AS s, avg(v) FILTER (WHERE w) AS a FROM t",
+            "SELECT SUM(CASE WHEN v > 1 THEN v END) AS s, AVG(CASE WHEN w THEN v END) AS a FROM t",
+        ),
+        (
+            "SELECT min(v) FILTER (WHERE w) AS l, max(v) FILTER (WHERE w) AS h FROM t",
+            "SELECT MIN(CASE WHEN w THEN v END) AS l, MAX(CASE WHEN w THEN v END) AS h FROM t",
+        ),
+        (
+            "SELECT count(DISTINCT v) FILTER (WHERE v > 1) AS d FROM t",
+            "SELECT COUNT(DISTINCT CASE WHEN v > 1 THEN v END) AS d FROM t",
+        ),
+    ],
+)
+def test_a_filter_is_a_case_inside_the_aggregate(sql: str, expected: str) -> None:
+    assert _rewritten(filters_as_case, sql) == expected
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(DISTINCT v, w) FILTER (WHERE v > 1) AS d FROM t",
+        "SELECT collect_list(v) FILTER (WHERE v > 1) AS l FROM t",
+    ],
+)
+def test_a_filter_no_case_can_hold_stays(sql: str) -> None:
+    assert _rewritten(filters_as_case, sql) == render(sqlglot.parse_one(sql, read=DIALECT))
