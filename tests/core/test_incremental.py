@@ -501,8 +501,6 @@ QUERIES = [
     "SELECT k FROM events GROUP BY k",
     "SELECT k, SUM(x) AS s FROM events GROUP BY k HAVING s >= 2",
     "SELECT K, COUNT(X) AS c FROM events GROUP BY k",
-    "SELECT k, COUNT(*) FILTER (WHERE x > 0) AS n, SUM(x) FILTER (WHERE x > 1) AS s FROM events "
-    "GROUP BY k",
     "SELECT k, x FROM events WHERE mz_now() < ts",
     "SELECT k, x FROM events WHERE mz_now() >= ts - 2 AND mz_now() <= ts + 1",
     "SELECT k FROM events WHERE mz_now() > ts AND x > 0",

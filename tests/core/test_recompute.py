@@ -51,6 +51,22 @@ SOURCES = ["t", "u", "v"]
             "SELECT t.a FROM t JOIN (SELECT u.a FROM u JOIN v ON u.a = v.a) w ON t.a = w.a",
             "a join of w, which is a join",
         ),
+        (  # Nexmark's q4: an equi-join in the inner query, an aggregate of an aggregate
+            "SELECT q.b, avg(q.m) AS a FROM (SELECT t.b, max(u.b) AS m FROM t, u "
+            "WHERE t.a = u.a AND u.c BETWEEN t.c AND t.d GROUP BY t.a, t.b) q GROUP BY q.b",
+            "an aggregate of q, which is an aggregate (aggregates are kept over a source, a "
+            "filter and projection of one, or a join)",
+        ),
+        (
+            "SELECT a, count(*) AS n, session_window.start AS s FROM t "
+            "GROUP BY a, session_window(c, '10 seconds')",
+            "GROUP BY session_window(…) (time windows are not kept incrementally; a "
+            "date_trunc of the time as a key is)",
+        ),
+        (
+            "SELECT window.start AS s, count(*) AS n FROM t GROUP BY window(c, '10 seconds')",
+            "GROUP BY window(…)",
+        ),
     ],
 )
 def test_a_recomputed_query_names_what_causes_it(sql: str, reason: str) -> None:

@@ -203,6 +203,8 @@ def accumulate(
         "SELECT k, SUM(x) + COUNT(*) AS t FROM numbers WHERE ts < 40 GROUP BY k HAVING COUNT(x) > 0",
         "SELECT COUNT(*) AS n, SUM(x) AS s, AVG(x) AS m FROM numbers",
         "SELECT k, SUM(x) AS s FROM numbers GROUP BY k HAVING s >= 2 AND k <> 'b'",
+        "SELECT k, COUNT(*) FILTER (WHERE x > 1) AS n, SUM(x) FILTER (WHERE d > 0) AS s, "
+        "AVG(d) FILTER (WHERE x IS NULL OR x < 3) AS m FROM numbers GROUP BY k",
     ],
 )
 def test_diff_weighted_aggregates_equal_the_query_over_consolidated_input(

@@ -235,6 +235,11 @@ def _side(relation: exp.Expr, ctes: frozenset[str]) -> JoinSide | None:
     return None
 
 
+def is_equi_condition(condition: exp.Expr | None) -> bool:
+    """True when ``condition`` (an ON clause) is AND-ed equalities and nothing else."""
+    return _equalities(condition) is not None
+
+
 def _equalities(condition: exp.Expr | None) -> tuple[exp.EQ, ...] | None:
     """The AND-ed equalities of an ON clause, or ``None`` if it is anything else."""
     if condition is None:

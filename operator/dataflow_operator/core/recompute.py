@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dataflow_operator.core.join import is_equi_condition
 from dataflow_operator.core.sql import DIALECT
 from dataflow_operator.core.sql_shape import is_aggregate, is_linear_select
 
@@ -31,6 +32,8 @@ def recompute_reason(query: exp.Query) -> str:
         _limit,
         _subquery,
         _joins,
+        _aggregate_of_query,
+        _time_windows,
         _aggregates,
         _ctes,
         _set_operation,
@@ -94,12 +97,46 @@ def _joins(query: exp.Query) -> str | None:
                     f"a join of {inner.alias or 'a subquery'}, which is {_shape_of(inner.this)} "
                     "(a join's inputs are sources, or filters and projections of one)"
                 )
+    if all(is_equi_condition(join.args.get("on")) for join in joins):
+        return None  # equi-joins: what makes the query recomputed is elsewhere
     if len(joins) == 1:
         return "a join condition that is not a conjunction of equalities between the two inputs"
     return (
         "a join condition that is not a conjunction of equalities between the inputs "
         "joined so far and the next"
     )
+
+
+def _aggregate_of_query(query: exp.Query) -> str | None:
+    for select in query.find_all(exp.Select):
+        from_clause = select.args.get("from_") or select.args.get("from")
+        inner = getattr(from_clause, "this", None)
+        if select.args.get("joins") or not isinstance(inner, exp.Subquery):
+            continue
+        if _shape_of(select) == "an aggregate" and not is_linear_select(inner.this):
+            return (
+                f"an aggregate of {inner.alias or 'a subquery'}, which is "
+                f"{_shape_of(inner.this)} (aggregates are kept over a source, a filter and "
+                "projection of one, or a join)"
+            )
+    return None
+
+
+_TIME_WINDOWS = ("window", "session_window")
+"""Spark's grouping functions that put a row in time windows."""
+
+
+def _time_windows(query: exp.Query) -> str | None:
+    for select in query.find_all(exp.Select):
+        group = select.args.get("group")
+        for key in group.expressions if group is not None else []:
+            name = key.name.lower() if isinstance(key, exp.Anonymous) else ""
+            if name in _TIME_WINDOWS:
+                return (
+                    f"GROUP BY {name}(…) (time windows are not kept incrementally; a "
+                    "date_trunc of the time as a key is)"
+                )
+    return None
 
 
 def _shape_of(query: exp.Expr) -> str:

@@ -50,8 +50,9 @@ def _move_equalities(select: exp.Select) -> None:
         return
     if not all(_inner(join) for join in joins):
         return
-    names = [_input_name(from_clause.this), *(_input_name(join.this) for join in joins)]
-    if None in names or len(set(names)) != len(names):
+    found = [_input_name(from_clause.this), *(_input_name(join.this) for join in joins)]
+    names = [name for name in found if name is not None]
+    if len(names) != len(found) or len(set(names)) != len(names):
         return
     kept = list(_conjuncts(where.this))
     for index, join in enumerate(joins, start=1):
