@@ -44,8 +44,8 @@ SOURCES = ["t", "u", "v"]
         (
             "SELECT x.a, y.m FROM (SELECT a, count(*) AS n FROM t GROUP BY a) x "
             "JOIN (SELECT a, max(b) AS m FROM u GROUP BY a) y ON x.a = y.a",
-            "a join of x, which is an aggregate (a join's inputs are sources, or filters and "
-            "projections of one)",
+            "a join of x, which is an aggregate (maintain that as a dataflow of its own, and "
+            "join the dataflow)",
         ),
         (
             "SELECT t.a FROM t JOIN (SELECT u.a FROM u JOIN v ON u.a = v.a) w ON t.a = w.a",
@@ -54,14 +54,18 @@ SOURCES = ["t", "u", "v"]
         (  # Nexmark's q4: an equi-join in the inner query, an aggregate of an aggregate
             "SELECT q.b, avg(q.m) AS a FROM (SELECT t.b, max(u.b) AS m FROM t, u "
             "WHERE t.a = u.a AND u.c BETWEEN t.c AND t.d GROUP BY t.a, t.b) q GROUP BY q.b",
-            "an aggregate of q, which is an aggregate (aggregates are kept over a source, a "
-            "filter and projection of one, or a join)",
+            "an aggregate of q, which is an aggregate (maintain that as a dataflow of its own, "
+            "and read the dataflow)",
         ),
         (
             "SELECT a, count(*) AS n, session_window.start AS s FROM t "
             "GROUP BY a, session_window(c, '10 seconds')",
             "GROUP BY session_window(…) (time windows are not kept incrementally; a "
             "date_trunc of the time as a key is)",
+        ),
+        (  # a filter of an aggregate is not an aggregate of one
+            "SELECT q.a FROM (SELECT a, count(*) AS n FROM t GROUP BY a, b) q WHERE q.n > 1",
+            "a filter or projection of q, which is an aggregate",
         ),
         (
             "SELECT window.start AS s, count(*) AS n FROM t GROUP BY window(c, '10 seconds')",

@@ -32,7 +32,7 @@ def recompute_reason(query: exp.Query) -> str:
         _limit,
         _subquery,
         _joins,
-        _aggregate_of_query,
+        _query_of_query,
         _time_windows,
         _aggregates,
         _ctes,
@@ -95,7 +95,7 @@ def _joins(query: exp.Query) -> str | None:
             if isinstance(inner, exp.Subquery) and not is_linear_select(inner.this):
                 return (
                     f"a join of {inner.alias or 'a subquery'}, which is {_shape_of(inner.this)} "
-                    "(a join's inputs are sources, or filters and projections of one)"
+                    "(maintain that as a dataflow of its own, and join the dataflow)"
                 )
     if all(is_equi_condition(join.args.get("on")) for join in joins):
         return None  # equi-joins: what makes the query recomputed is elsewhere
@@ -107,18 +107,19 @@ def _joins(query: exp.Query) -> str | None:
     )
 
 
-def _aggregate_of_query(query: exp.Query) -> str | None:
+def _query_of_query(query: exp.Query) -> str | None:
     for select in query.find_all(exp.Select):
         from_clause = select.args.get("from_") or select.args.get("from")
         inner = getattr(from_clause, "this", None)
         if select.args.get("joins") or not isinstance(inner, exp.Subquery):
             continue
-        if _shape_of(select) == "an aggregate" and not is_linear_select(inner.this):
-            return (
-                f"an aggregate of {inner.alias or 'a subquery'}, which is "
-                f"{_shape_of(inner.this)} (aggregates are kept over a source, a filter and "
-                "projection of one, or a join)"
-            )
+        if is_linear_select(inner.this):
+            continue
+        what = "an aggregate" if _aggregates_itself(select) else "a filter or projection"
+        return (
+            f"{what} of {inner.alias or 'a subquery'}, which is {_shape_of(inner.this)} "
+            "(maintain that as a dataflow of its own, and read the dataflow)"
+        )
     return None
 
 
@@ -139,9 +140,17 @@ def _time_windows(query: exp.Query) -> str | None:
     return None
 
 
+def _aggregates_itself(select: exp.Select) -> bool:
+    """Whether ``select`` groups or aggregates (not only a subquery in its FROM)."""
+    items = [*select.expressions, select.args.get("having")]
+    return bool(select.args.get("group")) or any(
+        is_aggregate(node) for item in items if item is not None for node in item.walk()
+    )
+
+
 def _shape_of(query: exp.Expr) -> str:
     if isinstance(query, exp.Select):
-        if query.args.get("group") or any(is_aggregate(n) for n in query.walk()):
+        if _aggregates_itself(query):
             return "an aggregate"
         if query.args.get("joins"):
             return "a join"
