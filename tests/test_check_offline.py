@@ -104,6 +104,13 @@ def test_check_says_what_run_would_reject(
         "SELECT content FROM events WHERE user_id IN (SELECT id FROM users)",
         "SELECT content FROM events WHERE mz_now() <= event_ts + INTERVAL '30 days'",
         "SELECT transform(array(user_id), x -> x + 1) AS t FROM events",
+        # the struct column a time window's GROUP BY gives (Nexmark's q5, q7, q11)
+        "SELECT user_id, count(*) AS n, window.start AS s FROM events "
+        "GROUP BY user_id, window(event_ts, '10 seconds', '2 seconds')",
+        "SELECT w.e FROM (SELECT max(user_id) AS m, window.end AS e FROM events "
+        "GROUP BY window(event_ts, '10 seconds')) w",
+        "SELECT session_window.start AS s, count(*) AS n FROM events "
+        "GROUP BY user_id, session_window(event_ts, '10 seconds')",
     ],
 )
 def test_queries_spark_accepts_are_not_refused(sql: str) -> None:

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dataflow_operator.core.join import is_equi_condition
 from dataflow_operator.core.sql import DIALECT
-from dataflow_operator.core.sql_shape import is_aggregate, is_linear_select
+from dataflow_operator.core.sql_shape import is_aggregate, is_linear_select, is_time_window
 
 __all__ = ["INCREMENTAL_AGGREGATES", "recompute_reason"]
 
@@ -123,18 +123,13 @@ def _query_of_query(query: exp.Query) -> str | None:
     return None
 
 
-_TIME_WINDOWS = ("window", "session_window")
-"""Spark's grouping functions that put a row in time windows."""
-
-
 def _time_windows(query: exp.Query) -> str | None:
     for select in query.find_all(exp.Select):
         group = select.args.get("group")
         for key in group.expressions if group is not None else []:
-            name = key.name.lower() if isinstance(key, exp.Anonymous) else ""
-            if name in _TIME_WINDOWS:
+            if is_time_window(key):
                 return (
-                    f"GROUP BY {name}(…) (time windows are not kept incrementally; a "
+                    f"GROUP BY {key.name.lower()}(…) (time windows are not kept incrementally; a "
                     "date_trunc of the time as a key is)"
                 )
     return None

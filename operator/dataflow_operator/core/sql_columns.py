@@ -21,10 +21,11 @@ from sqlglot.optimizer.qualify import qualify
 
 from dataflow_operator.core.ddl import Column
 from dataflow_operator.core.errors import InvalidSql
+from dataflow_operator.core.sql import DIALECT
+from dataflow_operator.core.sql_shape import is_time_window
 
 __all__ = ["unknown_column"]
 
-DIALECT = "spark"
 _UNRESOLVED = re.compile(r"Column '(?P<name>[^']*)' could not be resolved")
 _UNKNOWN = re.compile(r"Unknown column: (?P<name>\S+)")
 _POSITION = re.compile(r"Line: (?P<line>\d+), Col: (?P<end>\d+)")
@@ -59,6 +60,8 @@ def unknown_column(sql: str, schemas: Mapping[str, Sequence[Column]]) -> Invalid
         return None
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT)
+        if any(is_time_window(node) for node in tree.walk()):
+            return None  # its window struct column is Spark's, not a source's
         qualify(
             tree,
             schema=schema,

@@ -18,18 +18,24 @@ __all__ = [
     "DIFF",
     "FILTERED",
     "TIME",
+    "TIME_WINDOW_FUNCTIONS",
     "cte_names",
     "from_table",
     "is_linear",
     "is_linear_select",
     "is_mz_now",
     "is_nondeterministic",
+    "is_time_window",
     "leaves",
     "normalized",
     "render",
     "set_from_table",
     "unwrap",
 ]
+
+TIME_WINDOW_FUNCTIONS = frozenset({"window", "session_window"})
+"""Spark's grouping functions that put a row in time windows: grouped by one, a query
+reads its ``window`` (``session_window``) struct column, which no source has."""
 
 FILTERED = "__mz_filtered"
 """Relation the outer stage of a staged temporal query reads (see core.temporal)."""
@@ -109,6 +115,11 @@ _ANONYMOUS_AGGREGATES = frozenset(
 def render(node: exp.Expr) -> str:
     """``node`` as Spark SQL text."""
     return node.sql(dialect=DIALECT)
+
+
+def is_time_window(node: exp.Expr) -> bool:
+    """Whether ``node`` calls one of :data:`TIME_WINDOW_FUNCTIONS`."""
+    return isinstance(node, exp.Anonymous) and node.name.lower() in TIME_WINDOW_FUNCTIONS
 
 
 def is_mz_now(node: exp.Expr) -> bool:
