@@ -409,9 +409,10 @@ def _run_query(spark: Any, name: str, sql: str, chunks: list[list[Event]], root:
     engine = Engine(spark, EngineConfig(work / "state", BASE_TIME_MS))
     try:
         _write_chunk(work, chunks[0], 0, chunks[0][-1].time + 1)
-        result = engine.apply(dataflows_from([(name, _spec(work, sql))]))
+        dataflow = name.replace("_", "-")  # a DNS-1123 name, as every Dataflow's
+        result = engine.apply(dataflows_from([(dataflow, _spec(work, sql))]))
         if result.failed:
-            return Outcome(name, False, detail=str(result.failed[name]).splitlines()[0])
+            return Outcome(name, False, detail=str(result.failed[dataflow]).splitlines()[0])
         engine.step(chunks[0][-1].time + 1)  # hydration and warm-up, not measured
         measured, seconds = 0, 0.0
         for number, chunk in enumerate(chunks[1:], start=1):
@@ -430,7 +431,7 @@ def _run_query(spark: Any, name: str, sql: str, chunks: list[list[Event]], root:
             reason=report.strategy_reason or "",
             events_per_s=measured / seconds if seconds else 0.0,
         )
-        got = _maintained(engine.peek(name).rows)
+        got = _maintained(engine.peek(dataflow).rows)
         expected = +_oracle(spark, [e for c in chunks for e in c], sql)
         outcome.equal = got == expected
         if not outcome.equal:
