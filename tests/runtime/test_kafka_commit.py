@@ -27,6 +27,7 @@ class FakeAdmin:
         self.groups: dict[tuple[str, str], dict[int, int]] = {}
         self.commits: list[tuple[str, dict[int, int]]] = []
         self.fail: str | None = None
+        self.closed = 0
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
         if self.fail:
@@ -40,7 +41,7 @@ class FakeAdmin:
         self.commits.append((group, dict(offsets)))
 
     def close(self) -> None:
-        pass
+        self.closed += 1
 
 
 def _source(group: str | None = None) -> Source:
@@ -123,6 +124,7 @@ def test_a_failed_commit_is_reported_and_retried_never_raised(
     assert "consumer group 'dataflow.c.d.clicks'" in report.last_release_error
     assert "broker unreachable" in report.last_release_error
     assert report.committed_offsets is None
+    assert admin.closed == 1  # a client whose request failed is destroyed at once
     admin.fail = None
     releaser.step([reader], force=True)  # the retry
     (report,) = releaser.reports("d")

@@ -24,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.kafka import positions_meet, to_commit
@@ -37,6 +37,9 @@ from dataflow_operator.runtime.sources.kafka_client import (
 )
 from dataflow_operator.runtime.sources.kafka_config import ClientConfig, client_config
 from dataflow_operator.runtime.storage import Location
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 __all__ = [
     "AdminFactory",
@@ -129,10 +132,11 @@ class GroupCommitter:
                 known = self._known[key] = {**known, **offsets}
         except Exception:
             # librdkafka aborts the process when an admin client whose group request
-            # failed (a broker out of reach) sends another (its issue #4605): the next
-            # attempt gets a new client
+            # failed (a broker out of reach) sends another, or sees the broker come back
+            # (its issue #4605): the client is destroyed now, the next attempt gets a new one
             if self._admins.get((servers, digest)) is admin:
                 del self._admins[servers, digest]
+            admin.close()
             raise
         return dict(known)
 
@@ -199,7 +203,16 @@ class ConfluentAdmin:
         from confluent_kafka.admin import AdminClient
 
         with refused_config(f"servers {servers!r}", "admin client"):
-            self.admin = AdminClient({**QUIET_DEFAULTS, "bootstrap.servers": servers, **config})
+            self._admin: AdminClient | None = AdminClient(
+                {**QUIET_DEFAULTS, "bootstrap.servers": servers, **config}
+            )
+
+    @property
+    def admin(self) -> AdminClient:
+        """The open admin client (a closed wrapper raises)."""
+        if self._admin is None:
+            raise KafkaFailure("the admin client was closed")
+        return self._admin
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
         """The group's offsets for the topic (a partition never committed is absent)."""
@@ -229,4 +242,6 @@ class ConfluentAdmin:
                 )
 
     def close(self) -> None:
-        """Nothing to close: the admin client goes with the process."""
+        """Destroy the admin client (confluent-kafka destroys it with its last reference;
+        a reference to this wrapper, a traceback's, no longer keeps it)."""
+        self._admin = None
