@@ -91,6 +91,7 @@ def test_a_recomputed_query_names_what_causes_it(sql: str, reason: str) -> None:
         "SELECT a FROM t EXCEPT SELECT a FROM u",
         "SELECT a FROM t WHERE mz_now() <= b + INTERVAL '1 day'",
         "SELECT t.a, u.b FROM t, u WHERE t.a = u.a AND u.b > 1",
+        "SELECT t.a, u.b FROM t JOIN u ON t.a = u.a AND t.c BETWEEN u.c AND u.d",
         "SELECT T.a, count(*) AS n FROM t T, u U, v V WHERE T.a = U.a AND V.b = U.b GROUP BY T.a",
         "SELECT a, count(*) FILTER (WHERE b > 1) AS n, sum(b) FILTER (WHERE b < 9) AS s "
         "FROM t GROUP BY a",

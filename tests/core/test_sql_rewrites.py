@@ -1,4 +1,4 @@
-"""Comma joins and FILTER aggregates rewritten into the shapes the strategies maintain."""
+"""Inner joins' conditions and FILTER aggregates rewritten into the shapes the strategies maintain."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import sqlglot
 
 from dataflow_operator.core.sql import DIALECT
-from dataflow_operator.core.sql_rewrites import comma_joins_on, filters_as_case
+from dataflow_operator.core.sql_rewrites import filters_as_case, inner_join_conditions
 from dataflow_operator.core.sql_shape import render
 
 
@@ -35,6 +35,14 @@ def _rewritten(rewrite: object, sql: str) -> str:
             "SELECT a.x FROM a JOIN b ON a.k = b.k WHERE a.j = b.j",
             "SELECT a.x FROM a JOIN b ON a.k = b.k AND a.j = b.j",
         ),
+        (  # an inner join's residual condition filters its matched pairs
+            "SELECT a.x FROM a JOIN b ON a.k = b.k AND a.t < b.t WHERE a.x > 1",
+            "SELECT a.x FROM a JOIN b ON a.k = b.k WHERE a.x > 1 AND a.t < b.t",
+        ),
+        (
+            "SELECT a.x FROM a JOIN b ON k = b.k AND (a.t < b.t OR b.t IS NULL)",
+            "SELECT a.x FROM a JOIN b ON k = b.k WHERE a.t < b.t OR b.t IS NULL",
+        ),
         (
             "SELECT s.x FROM (SELECT * FROM a WHERE x > 0) s, b WHERE s.k = b.k",
             "SELECT s.x FROM (SELECT * FROM a WHERE x > 0) AS s JOIN b ON s.k = b.k",
@@ -42,7 +50,7 @@ def _rewritten(rewrite: object, sql: str) -> str:
     ],
 )
 def test_equalities_between_inputs_move_into_the_join(sql: str, expected: str) -> None:
-    assert _rewritten(comma_joins_on, sql) == expected
+    assert _rewritten(inner_join_conditions, sql) == expected
 
 
 @pytest.mark.parametrize(
@@ -55,11 +63,13 @@ def test_equalities_between_inputs_move_into_the_join(sql: str, expected: str) -
         "SELECT a.x FROM a, b WHERE a.k = b.k + rand()",  # nondeterministic
         "SELECT a.x FROM a, b LEFT JOIN c ON b.k = c.k WHERE a.k = b.k",  # an outer join
         "SELECT a.x FROM a, a WHERE a.k = a.k",  # the same name twice
+        "SELECT a.x FROM a JOIN b ON a.t < b.t",  # no equality to join on
+        "SELECT a.x FROM a LEFT JOIN b ON a.k = b.k AND a.t < b.t",  # it null-extends
     ],
 )
 def test_what_is_not_an_equality_between_two_inputs_stays(sql: str) -> None:
     tree = sqlglot.parse_one(sql, read=DIALECT)
-    assert _rewritten(comma_joins_on, sql) == render(tree)
+    assert _rewritten(inner_join_conditions, sql) == render(tree)
 
 
 @pytest.mark.parametrize(

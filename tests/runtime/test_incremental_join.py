@@ -60,6 +60,8 @@ JOINS = {
     # A comma join whose equalities are in WHERE, and FILTER on its aggregates: the same
     # join and aggregate, rewritten (core.sql_rewrites).
     "comma": "SELECT l.v, r.w, l.k FROM l, r WHERE l.k = r.k AND l.s = r.s AND v > 1",
+    # an inner join's residual condition: a filter of the matched pairs
+    "residual": "SELECT l.v, r.w, l.s FROM l JOIN r ON l.k = r.k AND (l.s IS NULL OR l.s <> r.s)",
     "comma_filtered": (
         "SELECT r.w, count(*) FILTER (WHERE l.v > 2) AS big, sum(l.v) AS total, "
         "max(l.v) FILTER (WHERE l.s = 'x') AS top_x FROM l, r WHERE r.k = l.k GROUP BY r.w"

@@ -4,9 +4,11 @@ Spark SQL says some things two ways, and users (and suites such as Nexmark) writ
 one the strategies do not match. Each rewrite here gives the same result on every input,
 so the maintenance strategy is chosen on the rewritten query and runs it:
 
-- :func:`comma_joins_on`: ``FROM a, b WHERE a.k = b.k AND …`` (or ``CROSS JOIN``) is the
-  inner join ``FROM a JOIN b ON a.k = b.k WHERE …``: each equality between the inputs
-  joined so far and the next one moves from WHERE into that join's ON;
+- :func:`inner_join_conditions`: ``FROM a, b WHERE a.k = b.k AND …`` (or ``CROSS JOIN``)
+  is the inner join ``FROM a JOIN b ON a.k = b.k WHERE …``: each equality between the
+  inputs joined so far and the next one moves from WHERE into that join's ON; and
+  ``a JOIN b ON a.k = b.k AND a.t < b.t`` is ``a JOIN b ON a.k = b.k WHERE a.t < b.t``
+  (an inner join's residual condition filters its matched pairs);
 - :func:`filters_as_case`: ``agg(x) FILTER (WHERE c)`` is ``agg(CASE WHEN c THEN x END)``
   for ``count``, ``sum``, ``avg``, ``min`` and ``max`` (an aggregate skips NULLs, so the
   rows ``c`` does not keep are the rows it skips; ``count(*)`` counts ``CASE WHEN c THEN 1
@@ -17,11 +19,13 @@ Pure sqlglot: the rewrites take a tree and return a rewritten copy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from dataflow_operator.core.sql_shape import is_aggregate, is_nondeterministic
 
-__all__ = ["comma_joins_on", "equivalent_shape", "filters_as_case"]
+__all__ = ["equivalent_shape", "filters_as_case", "inner_join_conditions"]
 
 _CASE_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 """Aggregates whose FILTER is a CASE inside them: they skip the NULLs CASE gives."""
@@ -29,24 +33,25 @@ _CASE_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 
 def equivalent_shape(query: exp.Query) -> exp.Query:
     """``query`` with every rewrite of this module applied (a copy)."""
-    return filters_as_case(comma_joins_on(query))
+    return filters_as_case(inner_join_conditions(query))
 
 
-def comma_joins_on(query: exp.Query) -> exp.Query:
-    """A copy of ``query`` whose selects of inner and cross joins only have each WHERE
-    equality between two of their inputs in the ON of the join that brings in the later
-    input (qualified columns only: an unqualified one could belong to either input)."""
+def inner_join_conditions(query: exp.Query) -> exp.Query:
+    """A copy of ``query`` whose selects of inner and cross joins only (where ON and WHERE
+    mean the same) have each WHERE equality between two of their inputs in the ON of the
+    join that brings in the later input (qualified columns only: an unqualified one could
+    belong to either input), and each other condition of an ON that has an equality in
+    WHERE (a residual condition is a filter of the joined rows)."""
     query = query.copy()
     for select in list(query.find_all(exp.Select)):
-        _move_equalities(select)
+        _place_conditions(select)
     return query
 
 
-def _move_equalities(select: exp.Select) -> None:
+def _place_conditions(select: exp.Select) -> None:
     joins: list[exp.Join] = select.args.get("joins") or []
     from_clause = select.args.get("from_") or select.args.get("from")
-    where = select.args.get("where")
-    if not joins or not isinstance(from_clause, exp.From) or where is None:
+    if not joins or not isinstance(from_clause, exp.From):
         return
     if not all(_inner(join) for join in joins):
         return
@@ -54,25 +59,32 @@ def _move_equalities(select: exp.Select) -> None:
     names = [name for name in found if name is not None]
     if len(names) != len(found) or len(set(names)) != len(names):
         return
-    kept = list(_conjuncts(where.this))
+    where = select.args.get("where")
+    pool = _conjuncts(where.this) if where is not None else []
+    for join in joins:
+        on = join.args.get("on")
+        conjuncts = _conjuncts(on) if on is not None else []
+        equalities = [c for c in conjuncts if isinstance(c, exp.EQ)]
+        if equalities and len(equalities) < len(conjuncts):
+            pool += [c for c in conjuncts if not isinstance(c, exp.EQ)]
+            join.set("on", _all_of(equalities))
     for index, join in enumerate(joins, start=1):
         earlier, later = set(names[:index]), names[index]
-        moved = [c for c in kept if _joins_inputs(c, earlier, later)]
+        moved = [c for c in pool if _joins_inputs(c, earlier, later)]
         if not moved:
             continue
-        kept = [c for c in kept if not any(c is m for m in moved)]
+        pool = [c for c in pool if not any(c is m for m in moved)]
         on = join.args.get("on")
-        for condition in moved:
-            on = condition.copy() if on is None else exp.and_(on, condition.copy(), copy=False)
-        join.set("on", on)
+        join.set("on", _all_of(_conjuncts(on) + moved if on is not None else moved))
         join.set("kind", None)  # a cross join with an equality is an inner join
-    if not kept:
-        select.set("where", None)
-    else:
-        condition = kept[0].copy()
-        for conjunct in kept[1:]:
-            condition = exp.and_(condition, conjunct.copy(), copy=False)
-        select.set("where", exp.Where(this=condition))
+    select.set("where", exp.Where(this=_all_of(pool)) if pool else None)
+
+
+def _all_of(conditions: Sequence[exp.Expr]) -> exp.Expr:
+    condition = conditions[0].copy()
+    for conjunct in conditions[1:]:
+        condition = exp.and_(condition, conjunct.copy(), copy=False)
+    return condition
 
 
 def _inner(join: exp.Join) -> bool:

@@ -22,9 +22,10 @@ given another strategy (2: the aggregate's group totals and the set operations' 
 in chunks; 3: a join key's rows inline or in fragments, :mod:`.join_rows`; 4: state keys
 named by the labels of :mod:`.buckets`; 5: a join key's meta holds its fragments' row
 counts; 6: an aggregate over a join holds its partial sums until the watermark, the join no
-longer its rows; 7: comma joins and ``FILTER`` aggregates are maintained incrementally,
-where their checkpoints were recompute's, :mod:`dataflow_operator.core.sql_rewrites`). A
-dataflow whose checkpoint another layout wrote starts over (it re-reads its input from its
-sources' ingested collections) instead of reading state it cannot: see
+longer its rows; 7: comma joins, inner joins with residual conditions and ``FILTER``
+aggregates are maintained incrementally, where their checkpoints were recompute's,
+:mod:`dataflow_operator.core.sql_rewrites`). A dataflow whose checkpoint another layout
+wrote starts over (it re-reads its input from its sources' ingested collections) instead of
+reading state it cannot: see
 :func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.
 """
