@@ -165,37 +165,36 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
 
 
 class SubscribePrinter:
-    """Writes Subscribe output to a stream as changelog lines, a step at a time.
+    """Writes Subscribe output to a stream as changelog lines, each batch as it comes.
 
-    The batches of a step (a dataflow's settle batch, the other dataflows') are gathered
-    and written by :meth:`flush` in time order (a dataflow's own order kept for equal
-    times). ``names``: the Subscribes whose lines are written; with more than one, each
-    line starts with the dataflow's name and a tab.
+    A batch's lines are written, in time order, before Spark commits the batch, so a run
+    killed after a commit has printed them (a batch is emitted once: a run that replays
+    it does not emit it again). A dataflow's batches come in time order, as its frontier
+    only advances; several dataflows' batches interleave. ``names``: the Subscribes whose
+    lines are written; with more than one, each line starts with the dataflow's name and a
+    tab.
     """
 
     def __init__(self, out: TextIO, names: Collection[str]) -> None:
         self.out = out
         self.names = frozenset(names)
-        self._pending: list[tuple[int, str, int, tuple[object, ...]]] = []
         self._lock = threading.Lock()
 
     def __call__(self, output: BatchOutput) -> None:
-        """Gather one batch's updates (Spark's thread calls it)."""
+        """Write one batch's updates (Spark's thread calls it, before the commit)."""
         if output.dataflow not in self.names:
             return
+        prefix = f"{output.dataflow}\t" if len(self.names) > 1 else ""
+        updates = sorted(output.updates, key=lambda update: update[0])  # stable
+        text = "".join(f"{prefix}{format_update(t, d, v)}\n" for t, d, v in updates)
         with self._lock:
-            self._pending += [(t, output.dataflow, d, v) for t, d, v in output.updates]
+            self.out.write(text)
+            self.out.flush()
 
     def flush(self) -> None:
-        """Write what the step's batches emitted, in time order."""
+        """Flush the stream (every batch's lines are written as it comes)."""
         with self._lock:
-            pending, self._pending = self._pending, []
-        pending.sort(key=lambda update: update[0])  # stable: each batch's order stays
-        prefixed = len(self.names) > 1
-        for time, name, diff, values in pending:
-            line = format_update(time, diff, values)
-            self.out.write(f"{name}\t{line}\n" if prefixed else f"{line}\n")
-        self.out.flush()
+            self.out.flush()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -348,7 +347,7 @@ def _tell_end(engine: Engine, final: ReplicaReport, code: int, err: TextIO) -> N
 
 
 class _Progress:
-    """After each step: print its Subscribe lines, report progress
+    """After each step: flush its Subscribe lines, report progress
     (:mod:`~dataflow_operator.runtime.cli.progress`) and write the status file."""
 
     def __init__(
@@ -359,7 +358,7 @@ class _Progress:
         self.printer = printer
 
     def __call__(self, engine: Engine) -> None:
-        self.printer.flush()  # the step's lines, in time order
+        self.printer.flush()
         self.progress(engine.report(), engine.now, engine.expired_at is not None)
         if self.status_file is not None:
             write_status(engine, self.status_file)
