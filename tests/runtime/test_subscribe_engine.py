@@ -16,6 +16,7 @@ from dataflow_operator.runtime.engine.engine import Engine
 from dataflow_operator.runtime.engine.running import BatchOutput
 from dataflow_operator.runtime.inserts import insert_rows
 from dataflow_operator.runtime.serve import ControlServer
+from dataflow_operator.runtime.service import NotReady
 from dataflow_operator.runtime.values import format_update
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -72,3 +73,12 @@ def test_the_stream_shows_the_insert_as_run_prints_it(spark: SparkSession, tmp_p
             connection.close()
     finally:
         engine.close()
+
+
+def test_a_closed_engine_takes_no_dataflows(spark: SparkSession, tmp_path: Path) -> None:
+    """A set sent while the replica stops is refused with a 503 (its Spark session is
+    going), not installed on a stopped session."""
+    engine = Engine(spark, EngineConfig(tmp_path / "state", 0))
+    engine.close()
+    with pytest.raises(NotReady, match="the replica is stopping"):
+        engine.apply(DesiredDataflows(dataflows=[]))

@@ -40,7 +40,8 @@ class UnknownDataflow(LookupError):
 
 
 class NotReady(RuntimeError):
-    """The replica cannot do that yet (it is starting): the caller should retry."""
+    """The replica cannot do that now (it is starting, or stopping): the caller should
+    retry (a stopping replica's successor takes it)."""
 
 
 class NotAnIndex(LookupError):

@@ -42,6 +42,7 @@ from dataflow_operator.runtime.service import (
     BatchListener,
     Changelog,
     NotAnIndex,
+    NotReady,
     UnknownDataflow,
 )
 from dataflow_operator.runtime.sources.logs import HeldInput
@@ -75,6 +76,7 @@ class Engine:
         self.config = config
         self.on_output = on_output
         self.phase = ReplicaPhase.RUNNING  # Spark is up: it serves (``Starting`` is before)
+        self._closed = False
         self.now: Timestamp | None = None
         self.expired_at: Timestamp | None = None
         self._entries: dict[str, _Entry] = {}
@@ -114,8 +116,13 @@ class Engine:
         config's ``reset``, or it comes with a ``generation`` (a Dataflow object edited in
         Kubernetes) — and is logged; otherwise it is refused (a failed install whose error
         says how to accept it) and its state is kept.
+
+        Raises :class:`~dataflow_operator.runtime.service.NotReady` once :meth:`close` has
+        begun (a 503: its Spark session is stopping).
         """
         with self._lock:
+            if self._closed:  # its Spark session is going: a set sent now is for the next
+                raise NotReady("the replica is stopping: it takes no dataflows")
             wanted = {d.name: d for d in desired.dataflows}
             result = InstallResult()
             for name in [n for n in self._entries if n not in wanted]:
@@ -396,6 +403,7 @@ class Engine:
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Stop every query: drop them all at once, wait up to ``timeout`` for their work."""
         with self._lock:
+            self._closed = True
             self.phase = self.phase if self.phase is ReplicaPhase.EXPIRED else ReplicaPhase.STOPPING
             for name in reversed(self._order):
                 self._drop(name)
