@@ -98,6 +98,8 @@ async def test_repeated_cutovers_between_real_runtimes_lose_and_repeat_nothing(
             await wait_for(cut_over, timeout=600, interval=0.5)
             # the predecessor goes; the reader carries on with the successor
             await wait_for(lambda: _only(cluster, kubelet, last), timeout=90)
+            # and the stream reader has followed it (it reconnects once its stream ends)
+            await wait_for(lambda: _followed(reader, RESTARTS + 1), timeout=90)
             await asyncio.sleep(5)
         except AssertionError:
             raise AssertionError(f"{await _status(cluster)}\n{kubelet.logs()}") from None
@@ -124,6 +126,10 @@ async def test_repeated_cutovers_between_real_runtimes_lose_and_repeat_nothing(
         f"{RESTARTS} cutovers in {time.monotonic() - began:.0f}s; overlaps {overlaps}; "
         f"{len(reader.updates)} updates over {len(reader.connections)} connections"
     )
+
+
+async def _followed(reader: ServiceReader, connections: int) -> bool:
+    return len(reader.connections) >= connections
 
 
 async def _only(cluster: Cluster, kubelet: RealKubelet, pod: str) -> bool:
