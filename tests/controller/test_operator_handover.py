@@ -168,19 +168,22 @@ async def _restarts(cluster: Cluster) -> int:
 async def test_three_cutovers_leave_no_moment_unserved(
     cluster: Cluster, start_operator: Start, control_port: int
 ) -> None:
+    # Each successor starts 6 s before its predecessor expires: room for the operator,
+    # the fake kubelet and a 1 s hydration on a machine busy with the Spark tests (with
+    # 3 s of a 10 s offset a cutover came late there, and a reader was unserved).
     await start_operator(
         DATAFLOW_CONTROL_PORT=str(control_port),
-        DATAFLOW_EXPIRATION_LEAD_TIME="3s",
+        DATAFLOW_EXPIRATION_LEAD_TIME="6s",
         DATAFLOW_STATUS_POLL_INTERVAL="200ms",
     )
     await cluster.create("dataflows", _dataflow())
     async with Kubelet(cluster, control_port) as kubelet, Reader(cluster, kubelet) as reader:
-        await cluster.create("replicas", _replica("10s"))
+        await cluster.create("replicas", _replica("16s"))
 
         async def three() -> bool:
             return await _restarts(cluster) >= 3
 
-        await wait_for(three, timeout=90, interval=0.2)
+        await wait_for(three, timeout=150, interval=0.2)
         await wait_for(lambda: _one(cluster), timeout=10)
         await wait_for(lambda: _seen(reader, "4"), timeout=10)  # the reader follows too
     status = await _status(cluster)
