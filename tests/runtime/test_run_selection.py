@@ -1,8 +1,7 @@
-"""What ``run`` runs of several Replicas and dataflows, and how it prints Subscribes."""
+"""What ``run`` runs of several Replicas and dataflows."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,7 @@ from tests.runtime.runs import dataflow_manifest, table_source
 from dataflow_operator.api.dataflow import Dataflow
 from dataflow_operator.api.loading import load_paths
 from dataflow_operator.api.replica import Replica
-from dataflow_operator.runtime.cli.run import SubscribePrinter
 from dataflow_operator.runtime.cli.selection import Selection, select
-from dataflow_operator.runtime.engine.running import BatchOutput
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -69,19 +66,3 @@ def test_replica_and_dataflow_are_chosen_by_name_or_refused_in_one_line() -> Non
     )
     one = select([], dataflows, dataflow_name="y")
     assert isinstance(one, Selection) and one.printed == ["y"] and not one.notes
-
-
-def test_each_batch_is_printed_as_it_comes_in_time_order_with_its_name() -> None:
-    out = io.StringIO()
-    printer = SubscribePrinter(out, ["a", "b"])
-    printer(BatchOutput("b", 0, 11, ("v",), [(9, 1, ("b9",)), (5, 1, ("late",))]))
-    # written before the batch is committed: a kill after the commit loses no line
-    assert out.getvalue().splitlines() == ["b\t5\t1\tlate", "b\t9\t1\tb9"]
-    printer(BatchOutput("a", 0, 11, ("v",), [(7, 1, ("a7",))]))
-    printer(BatchOutput("c", 0, 11, ("v",), [(1, 1, ("not printed",))]))
-    printer.flush()
-    assert out.getvalue().splitlines() == ["b\t5\t1\tlate", "b\t9\t1\tb9", "a\t7\t1\ta7"]
-    alone = io.StringIO()
-    printer = SubscribePrinter(alone, ["a"])
-    printer(BatchOutput("a", 0, 11, ("v",), [(7, 1, ("a7",)), (3, -1, ("a3",))]))
-    assert alone.getvalue().splitlines() == ["3\t-1\ta3", "7\t1\ta7"]

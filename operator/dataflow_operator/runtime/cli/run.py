@@ -10,12 +10,13 @@ status as JSON to ``--status-file`` after every batch. Exits with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import threading
 import time as wall
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -27,6 +28,7 @@ from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
 from dataflow_operator.core.time import Timestamp, format_timestamp, parse_timestamp
 from dataflow_operator.logs import configure_logging, console_output, get_logger
+from dataflow_operator.runtime.cli.printer import SubscribePrinter
 from dataflow_operator.runtime.cli.progress import (
     BatchProgress,
     render_incomplete,
@@ -36,9 +38,8 @@ from dataflow_operator.runtime.cli.progress import (
 from dataflow_operator.runtime.cli.selection import Selection, select
 from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.clock import TickPlan, atomic_write_text
-from dataflow_operator.runtime.engine.running import BatchOutput
 from dataflow_operator.runtime.errors import quiet_query_context_logs
-from dataflow_operator.runtime.values import format_update
+from dataflow_operator.runtime.service import UnknownDataflow
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from dataflow_operator.api.protocol import ReplicaReport
     from dataflow_operator.runtime.engine.engine import Engine
 
-__all__ = ["SubscribePrinter", "configure", "execute", "format_update", "run"]
+__all__ = ["configure", "execute", "run"]
 
 log = get_logger(__name__)
 DEFAULT_STATE_DIR = "state"
@@ -164,39 +165,6 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-class SubscribePrinter:
-    """Writes Subscribe output to a stream as changelog lines, each batch as it comes.
-
-    A batch's lines are written, in time order, before Spark commits the batch, so a run
-    killed after a commit has printed them (a batch is emitted once: a run that replays
-    it does not emit it again). A dataflow's batches come in time order, as its frontier
-    only advances; several dataflows' batches interleave. ``names``: the Subscribes whose
-    lines are written; with more than one, each line starts with the dataflow's name and a
-    tab.
-    """
-
-    def __init__(self, out: TextIO, names: Collection[str]) -> None:
-        self.out = out
-        self.names = frozenset(names)
-        self._lock = threading.Lock()
-
-    def __call__(self, output: BatchOutput) -> None:
-        """Write one batch's updates (Spark's thread calls it, before the commit)."""
-        if output.dataflow not in self.names:
-            return
-        prefix = f"{output.dataflow}\t" if len(self.names) > 1 else ""
-        updates = sorted(output.updates, key=lambda update: update[0])  # stable
-        text = "".join(f"{prefix}{format_update(t, d, v)}\n" for t, d, v in updates)
-        with self._lock:
-            self.out.write(text)
-            self.out.flush()
-
-    def flush(self) -> None:
-        """Flush the stream (every batch's lines are written as it comes)."""
-        with self._lock:
-            self.out.flush()
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the replica in a Spark session of its own; see the module docstring."""
     configure_logging()
@@ -264,8 +232,7 @@ def execute(
         release_upstream=True,  # a local run is its own cluster: nobody else reads its input
         reset=frozenset(getattr(args, "reset", None) or ()),
     )
-    printer = SubscribePrinter(out, chosen.printed)
-    engine = Engine(session(), config, on_output=printer)
+    engine = Engine(session(), config)
     expiration = config.expiration
     log.info(
         "replica starting",
@@ -276,6 +243,10 @@ def execute(
     result = engine.apply(dataflows_from((d.metadata.name, d.spec) for d in dataflows))
     for name, error in result.failed.items():
         print(f"dataflow {name}: {error}", file=err)
+    printer = SubscribePrinter(out, chosen.printed)
+    for name in sorted(chosen.printed):
+        with contextlib.suppress(UnknownDataflow):  # failed to install: said above
+            printer.follow(name, engine.changelog(name).store)
     console = console_output(err)
     batches = BatchProgress(
         err,
@@ -347,7 +318,7 @@ def _tell_end(engine: Engine, final: ReplicaReport, code: int, err: TextIO) -> N
 
 
 class _Progress:
-    """After each step: flush its Subscribe lines, report progress
+    """After each step: print its Subscribe lines, report progress
     (:mod:`~dataflow_operator.runtime.cli.progress`) and write the status file."""
 
     def __init__(
