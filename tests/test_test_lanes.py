@@ -1,7 +1,9 @@
-"""tools/test_lanes.py: both lanes run, and a failure is named again at the very end."""
+"""tools/test_lanes.py: both lanes run, and a failure and the slowest modules are named
+again at the very end."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,8 @@ TOOL = Path(__file__).parents[1] / "tools" / "test_lanes.py"
 def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: Path) -> None:
     (tmp_path / "test_sample.py").write_text(
         "import pytest\n"
-        "def test_passes():\n    assert True\n"
+        "import time\n"
+        "def test_passes():\n    time.sleep(1.0)\n"
         "def test_fails():\n    assert 1 == 2\n"
         "@pytest.mark.spark\ndef test_in_the_spark_lane_fails():\n    assert False\n"
     )
@@ -35,8 +38,12 @@ def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: P
         timeout=120,
         check=False,
     )
-    tail = run.stdout.splitlines()[-5:]
+    tail = run.stdout.splitlines()[-7:]
     assert run.returncode == 1, run.stdout + run.stderr
     assert tail[-1] == "tests: 1 passed, 2 failed, 0 skipped", run.stdout
     assert "lane spark: FAILED test_sample.py::test_in_the_spark_lane_fails" in tail[:-1], tail
     assert "lane other: FAILED test_sample.py::test_fails" in tail[:-1], tail
+    assert "lane spark: slowest modules: test_sample 0 s (of 0 s)" in tail, tail
+    other = next(line for line in tail if line.startswith("lane other: slowest modules: "))
+    seconds = re.fullmatch(r"lane other: slowest modules: test_sample (\d+) s \(of \1 s\)", other)
+    assert seconds is not None and int(seconds.group(1)) >= 1, other  # the 1 s sleep

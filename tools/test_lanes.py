@@ -10,8 +10,9 @@
   with stand-in replicas, the console scripts that start no Spark) on pytest-xdist workers.
 
 Each lane's lines are printed as they come, prefixed with the lane's name; at the end each
-lane's failed tests are named again (a log's tail shows them), and the last line sums
-both lanes (``tests: N passed, N failed, N skipped``). The exit status is the first
+lane's slowest test modules (from its JUnit report: where the time goes) and its failed
+tests are named again (a log's tail shows them), and the last line sums both lanes
+(``tests: N passed, N failed, N skipped``). The exit status is the first
 failing lane's, 0 when both pass (a lane that selects no test passes).
 
 Usage: ``python tools/test_lanes.py [--fast] [--workers N] [PYTEST ARGS...]``; ``--fast``
@@ -26,9 +27,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
+from xml.etree import ElementTree
 
 NO_TESTS_COLLECTED = 5
 """pytest's exit status when a selection matches no test."""
@@ -38,6 +42,8 @@ _SUMMARY = re.compile(r"^=* ?\d+ (passed|failed|skipped|deselected|errors?)\b.*\
 """pytest's last line, between rules or (``-q``) bare."""
 _FAILURE = re.compile(r"^(FAILED|ERROR) \S+")
 """pytest's short summary line of a failed test (``-r fE``, its default)."""
+SLOWEST_MODULES = 5
+"""Test modules named per lane at the end, the slowest first."""
 
 
 @dataclass
@@ -51,15 +57,42 @@ class Lane:
     failures: list[str] = field(default_factory=list)
     status: int | None = None
 
-    def command(self, fast: bool, extra: list[str]) -> list[str]:
+    def command(self, fast: bool, extra: list[str], report: Path) -> list[str]:
         markers = f"({self.markers}) and not slow" if fast else self.markers
-        return [sys.executable, "-m", "pytest", "-m", markers, *self.options, *extra]
+        options = [*self.options, f"--junitxml={report}"]
+        return [sys.executable, "-m", "pytest", "-m", markers, *options, *extra]
 
 
-def _run(lane: Lane, fast: bool, extra: list[str], lock: threading.Lock) -> None:
+def module_seconds(report: Path) -> dict[str, float]:
+    """Seconds per test module (``tests.runtime.test_x``) in a JUnit report; empty when
+    there is none (a lane that failed to start)."""
+    seconds: defaultdict[str, float] = defaultdict(float)
+    try:
+        cases = ElementTree.parse(report).iter("testcase")
+        for case in cases:
+            parts = (case.get("classname") or "").split(".")
+            while len(parts) > 1 and not parts[-1].startswith("test"):
+                parts.pop()  # a test class's name
+            seconds[".".join(parts)] += float(case.get("time") or 0)
+    except (OSError, ElementTree.ParseError):
+        return {}
+    return dict(seconds)
+
+
+def slowest_line(lane: str, report: Path) -> str | None:
+    """``lane NAME: slowest modules: a 120 s, b 80 s…``, or None without a report."""
+    seconds = module_seconds(report)
+    if not seconds:
+        return None
+    slowest = sorted(seconds.items(), key=lambda item: -item[1])[:SLOWEST_MODULES]
+    named = ", ".join(f"{module} {total:.0f} s" for module, total in slowest)
+    return f"lane {lane}: slowest modules: {named} (of {sum(seconds.values()):.0f} s)"
+
+
+def _run(lane: Lane, fast: bool, extra: list[str], report: Path, lock: threading.Lock) -> None:
     """Run ``lane``, printing its lines with its name, and keep its summary's counts."""
     with subprocess.Popen(
-        lane.command(fast, extra),
+        lane.command(fast, extra, report),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -96,13 +129,23 @@ def main(argv: list[str] | None = None) -> int:
         Lane("other", "not (spark or spark_session or envtest)", ["-n", args.workers]),
     ]
     lock = threading.Lock()
-    threads = [threading.Thread(target=_run, args=(lane, args.fast, extra, lock)) for lane in lanes]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with tempfile.TemporaryDirectory(prefix="test-lanes-") as reports:
+        threads = [
+            threading.Thread(
+                target=_run, args=(lane, args.fast, extra, Path(reports, f"{lane.name}.xml"), lock)
+            )
+            for lane in lanes
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        slowest = [slowest_line(lane.name, Path(reports, f"{lane.name}.xml")) for lane in lanes]
     total: Counter[str] = sum((lane.counts for lane in lanes), Counter())
     statuses = [lane.status for lane in lanes if lane.status not in (0, NO_TESTS_COLLECTED)]
+    for line in slowest:
+        if line is not None:
+            print(line)
     for lane in lanes:
         print(f"lane {lane.name}: exit {lane.status}, {dict(lane.counts) or 'no summary'}")
         for failure in lane.failures:  # again at the end, where a log's tail shows them
