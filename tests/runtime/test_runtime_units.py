@@ -14,14 +14,19 @@ import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
 from dataflow_operator.runtime.changelog_store import ChangelogStore, consolidate
-from dataflow_operator.runtime.cli.run import format_update
 from dataflow_operator.runtime.clock import ClockFile, TickPlan
 from dataflow_operator.runtime.errors import PythonRaise, is_data_error, one_line
 from dataflow_operator.runtime.inserts import insert_rows
 from dataflow_operator.runtime.sources.logs import HeldInput, list_data_files
 from dataflow_operator.runtime.sources.reader import ChangelogReader
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue, convert, convert_row, iter_json_lines
+from dataflow_operator.runtime.values import (
+    BadValue,
+    convert,
+    convert_row,
+    format_update,
+    iter_json_lines,
+)
 
 
 def test_values_are_read_by_spark_type() -> None:
