@@ -31,6 +31,7 @@ from dataflow_operator.core.incremental import (
     classify,
     plan_query,
 )
+from dataflow_operator.core.sql import DIALECT
 from dataflow_operator.core.sql_shape import FILTERED, is_mz_now
 from dataflow_operator.core.temporal import TemporalQuery
 
@@ -40,7 +41,7 @@ Row = dict[str, Any]
 
 
 def parse(sql: str) -> exp.Expr:
-    tree = sqlglot.parse_one(sql, read="spark")
+    tree = sqlglot.parse_one(sql, read=DIALECT)  # the project's Spark SQL (window(…) too)
     assert tree is not None
     return tree
 
@@ -137,6 +138,19 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
     ),
     "anonymous aggregate": ("SELECT a, try_sum(b) FROM events GROUP BY a", Strategy.GENERAL),
     "window": ("SELECT a, ROW_NUMBER() OVER (ORDER BY b) FROM events", Strategy.GENERAL),
+    "tumbling window": (
+        "SELECT window.start, COUNT(*) FROM events GROUP BY window(b, '1 hour')",
+        Strategy.AGGREGATE,
+    ),
+    "sliding window over a join": (
+        "SELECT u.a, window.end, MAX(e.b) FROM events AS e JOIN users AS u ON e.a = u.a "
+        "GROUP BY u.a, window(e.b, '1 hour', '10 minutes')",
+        Strategy.JOIN,
+    ),
+    "session window": (
+        "SELECT session_window.start, COUNT(*) FROM events GROUP BY session_window(b, '5 minutes')",
+        Strategy.GENERAL,
+    ),
     "limit": ("SELECT a FROM events ORDER BY a LIMIT 10", Strategy.GENERAL),
     "subquery in where": (
         "SELECT a FROM events WHERE a IN (SELECT a FROM users)",
@@ -184,7 +198,7 @@ def test_classification(case: str) -> None:
     assert plan.strategy is strategy
     assert (plan.aggregate is not None) == (strategy is Strategy.AGGREGATE)
     for text in (plan.sql, plan.snapshot_sql):
-        assert parse(text).sql("spark") == text
+        assert parse(text).sql(dialect=DIALECT) == text
     assert (plan.join is not None) == (strategy is Strategy.JOIN)
     assert (plan.multiset is not None) == (strategy is Strategy.SET)
     if strategy in (Strategy.GENERAL, Strategy.JOIN, Strategy.SET):
@@ -552,7 +566,7 @@ def test_no_statement_the_engine_runs_mentions_mz_now(sql: str) -> None:
     for statement in statements:
         if statement is not None:
             assert "mz_now" not in statement.lower()
-            assert parse(statement).sql("spark") == statement
+            assert parse(statement).sql(dialect=DIALECT) == statement
 
 
 @pytest.mark.parametrize(

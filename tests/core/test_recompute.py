@@ -60,16 +60,17 @@ SOURCES = ["t", "u", "v"]
         (
             "SELECT a, count(*) AS n, session_window.start AS s FROM t "
             "GROUP BY a, session_window(c, '10 seconds')",
-            "GROUP BY session_window(…) (time windows are not kept incrementally; a "
-            "date_trunc of the time as a key is)",
+            "GROUP BY session_window(…) (a session grows and merges as rows arrive; tumbling "
+            "and sliding window(…) keys are kept incrementally)",
         ),
         (  # a filter of an aggregate is not an aggregate of one
             "SELECT q.a FROM (SELECT a, count(*) AS n FROM t GROUP BY a, b) q WHERE q.n > 1",
             "a filter or projection of q, which is an aggregate",
         ),
-        (
-            "SELECT window.start AS s, count(*) AS n FROM t GROUP BY window(c, '10 seconds')",
-            "GROUP BY window(…)",
+        (  # a time window is a key: what else the query does names the reason
+            "SELECT window.start AS s, percentile(b, 0.5) AS p FROM t "
+            "GROUP BY window(c, '10 seconds')",
+            "the aggregate PERCENTILE(b, 0.5)",
         ),
     ],
 )
@@ -95,6 +96,7 @@ def test_a_recomputed_query_names_what_causes_it(sql: str, reason: str) -> None:
         "SELECT T.a, count(*) AS n FROM t T, u U, v V WHERE T.a = U.a AND V.b = U.b GROUP BY T.a",
         "SELECT a, count(*) FILTER (WHERE b > 1) AS n, sum(b) FILTER (WHERE b < 9) AS s "
         "FROM t GROUP BY a",
+        "SELECT window.start AS s, window, count(*) AS n FROM t GROUP BY window(c, '1 minute')",
     ],
 )
 def test_an_incremental_query_has_no_recompute_reason(sql: str) -> None:

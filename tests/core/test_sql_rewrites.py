@@ -6,7 +6,11 @@ import pytest
 import sqlglot
 
 from dataflow_operator.core.sql import DIALECT
-from dataflow_operator.core.sql_rewrites import filters_as_case, inner_join_conditions
+from dataflow_operator.core.sql_rewrites import (
+    filters_as_case,
+    inner_join_conditions,
+    time_window_keys,
+)
 from dataflow_operator.core.sql_shape import render
 
 
@@ -106,3 +110,37 @@ def test_a_filter_is_a_case_inside_the_aggregate(sql: str, expected: str) -> Non
 )
 def test_a_filter_no_case_can_hold_stays(sql: str) -> None:
     assert _rewritten(filters_as_case, sql) == render(sqlglot.parse_one(sql, read=DIALECT))
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT window.start, window.end AS e, window, count(*) AS n FROM t "
+            "GROUP BY window(ts, '1 hour') HAVING max(window.end) > 0 ORDER BY window.start",
+            "SELECT WINDOW(ts, '1 hour').start AS `start`, WINDOW(ts, '1 hour').end AS e, "
+            "WINDOW(ts, '1 hour') AS `window`, COUNT(*) AS n FROM t GROUP BY WINDOW(ts, '1 hour') "
+            "HAVING MAX(WINDOW(ts, '1 hour').end) > 0 ORDER BY WINDOW(ts, '1 hour').start",
+        ),
+        (  # a sliding window, beside another key, inside an expression
+            "SELECT k, unix_seconds(window.start) FROM t GROUP BY k, window(ts, '1 hour', '5 minutes')",
+            "SELECT k, UNIX_SECONDS(WINDOW(ts, '1 hour', '5 minutes').start) AS "
+            "`UNIX_SECONDS(window.start)` FROM t GROUP BY k, WINDOW(ts, '1 hour', '5 minutes')",
+        ),
+    ],
+)
+def test_a_time_window_is_read_through_its_grouping_key(sql: str, expected: str) -> None:
+    assert _rewritten(time_window_keys, sql) == expected
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT window.start FROM t AS window GROUP BY window(ts, '1 hour')",  # a relation
+        "SELECT count(*) AS n FROM t GROUP BY window(ts, '1 hour'), window(ts, '2 hours')",
+        "SELECT session_window.start FROM t GROUP BY session_window(ts, '1 hour')",
+        "SELECT window.start FROM t",  # not grouped by a window
+    ],
+)
+def test_a_window_not_grouped_by_one_call_stays(sql: str) -> None:
+    assert _rewritten(time_window_keys, sql) == render(sqlglot.parse_one(sql, read=DIALECT))

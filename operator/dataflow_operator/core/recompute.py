@@ -127,10 +127,10 @@ def _time_windows(query: exp.Query) -> str | None:
     for select in query.find_all(exp.Select):
         group = select.args.get("group")
         for key in group.expressions if group is not None else []:
-            if is_time_window(key):
+            if is_time_window(key) and key.name.lower() == "session_window":
                 return (
-                    f"GROUP BY {key.name.lower()}(…) (time windows are not kept incrementally; a "
-                    "date_trunc of the time as a key is)"
+                    "GROUP BY session_window(…) (a session grows and merges as rows arrive; "
+                    "tumbling and sliding window(…) keys are kept incrementally)"
                 )
     return None
 

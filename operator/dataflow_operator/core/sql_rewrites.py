@@ -12,7 +12,11 @@ so the maintenance strategy is chosen on the rewritten query and runs it:
 - :func:`filters_as_case`: ``agg(x) FILTER (WHERE c)`` is ``agg(CASE WHEN c THEN x END)``
   for ``count``, ``sum``, ``avg``, ``min`` and ``max`` (an aggregate skips NULLs, so the
   rows ``c`` does not keep are the rows it skips; ``count(*)`` counts ``CASE WHEN c THEN 1
-  END``).
+  END``);
+- :func:`time_window_keys`: ``SELECT window.start, … GROUP BY window(ts, '1 hour')`` names
+  the grouping key by the column Spark gives it (``window``); written ``SELECT window(ts,
+  '1 hour').start AS start, …`` the outputs are expressions of the key itself, the shape
+  of any other grouping expression (Spark computes the same window for both).
 
 Pure sqlglot: the rewrites take a tree and return a rewritten copy.
 """
@@ -23,17 +27,19 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from dataflow_operator.core.sql_shape import is_aggregate, is_nondeterministic
+from dataflow_operator.core.sql_shape import is_aggregate, is_nondeterministic, render
 
-__all__ = ["equivalent_shape", "filters_as_case", "inner_join_conditions"]
+__all__ = ["equivalent_shape", "filters_as_case", "inner_join_conditions", "time_window_keys"]
 
 _CASE_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 """Aggregates whose FILTER is a CASE inside them: they skip the NULLs CASE gives."""
+WINDOW_COLUMN = "window"
+"""The name of the column Spark gives a ``window(…)`` grouping key."""
 
 
 def equivalent_shape(query: exp.Query) -> exp.Query:
     """``query`` with every rewrite of this module applied (a copy)."""
-    return filters_as_case(inner_join_conditions(query))
+    return time_window_keys(filters_as_case(inner_join_conditions(query)))
 
 
 def inner_join_conditions(query: exp.Query) -> exp.Query:
@@ -159,3 +165,51 @@ def filters_as_case(query: exp.Query) -> exp.Query:
             rewritten.set("this", case)
         node.replace(rewritten)
     return query
+
+
+def time_window_keys(query: exp.Query) -> exp.Query:
+    """A copy of ``query`` in which each select grouped by one ``window(…)`` call reads
+    the window through that call instead of through the ``window`` column: ``window`` is
+    the call, ``window.start`` is ``window(…).start``; an output so rewritten keeps its
+    name. A select that reads from a relation named ``window`` is left as it is."""
+    query = query.copy()
+    for select in list(query.find_all(exp.Select)):
+        _read_window_through_key(select)
+    return query
+
+
+def _read_window_through_key(select: exp.Select) -> None:
+    group = select.args.get("group")
+    keys = group.expressions if isinstance(group, exp.Group) else []
+    calls = [key for key in keys if isinstance(key, exp.Anonymous) and key.name.lower() == "window"]
+    if len({render(call) for call in calls}) != 1:
+        return
+    relations = [select.args.get("from_") or select.args.get("from"), *select.args.get("joins", [])]
+    if any(
+        isinstance(r, exp.From | exp.Join) and r.this.alias_or_name.lower() == WINDOW_COLUMN
+        for r in relations
+    ):
+        return  # window.start may name that relation's column
+    call = calls[0]
+
+    def through_key(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Column) or len(node.parts) > 2:
+            return node
+        if not node.table and node.name.lower() == WINDOW_COLUMN:
+            return call.copy()
+        if node.table.lower() == WINDOW_COLUMN:
+            return exp.Dot(this=call.copy(), expression=node.this.copy())
+        return node
+
+    outputs = []
+    for item in select.expressions:
+        rewritten = item.transform(through_key)
+        if rewritten != item and not isinstance(item, exp.Alias):
+            name = item.name if isinstance(item, exp.Column) else render(item)
+            rewritten = exp.alias_(rewritten, name, quoted=True)
+        outputs.append(rewritten)
+    select.set("expressions", outputs)
+    for clause in ("having", "order"):
+        part = select.args.get(clause)
+        if part is not None:
+            select.set(clause, part.transform(through_key))
