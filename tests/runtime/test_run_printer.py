@@ -66,7 +66,8 @@ def test_a_run_killed_before_its_step_ended_prints_the_committed_batches_when_re
     assert first.getvalue().splitlines() == ["1\t1\tone"]
     again = io.StringIO()
     restarted = SubscribePrinter(again, ["s"])
-    restarted.follow("s", ChangelogStore(tmp_path / "s"))  # as the run starts again
+    restarted.follow("s", ChangelogStore(tmp_path / "s"))
+    restarted.flush()  # as the run starts again
     assert again.getvalue().splitlines() == ["2\t1\ttwo"]  # before any new batch
     _batch(store, 2, [(3, 1, "three")])
     restarted.flush()
@@ -80,6 +81,8 @@ def test_a_changelog_started_over_or_without_a_record_is_printed_from_its_beginn
     _batch(store, 0, [(1, 1, "one")])
     store.location.child(PRINTED_FILE).write_text("not json")
     out = io.StringIO()
-    SubscribePrinter(out, ["s"]).follow("s", store)
+    printer = SubscribePrinter(out, ["s"])
+    printer.follow("s", store)
+    printer.flush()
     assert out.getvalue().splitlines() == ["1\t1\tone"]
     assert printed_through(store) == 0

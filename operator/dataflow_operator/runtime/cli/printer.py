@@ -9,7 +9,7 @@ name), and then records the last batch printed in the changelog itself
 
 So a run killed at any point — after Spark committed a batch, before the step's lines were
 written — prints, when it starts again on the same state, what was committed and not yet
-printed, before anything new (:meth:`SubscribePrinter.follow` does, as the run starts).
+printed, before anything new (its first :meth:`SubscribePrinter.flush`, as it starts).
 Lines are printed twice only when the kill falls between writing a step's lines and
 recording them (one small file's write). A changelog without that record (a new dataflow,
 one started over for a changed spec, which removes its changelog with the record) is
@@ -67,11 +67,10 @@ class SubscribePrinter:
         self._stores: dict[str, ChangelogStore] = {}
 
     def follow(self, name: str, store: ChangelogStore) -> None:
-        """Print dataflow ``name``'s changelog from now on, starting with what it holds
-        that no run has printed (a killed run's last batches)."""
+        """Print dataflow ``name``'s changelog (if it is one of ``names``) at each
+        :meth:`flush`, from the first batch no run has printed."""
         if name in self.names:
             self._stores[name] = store
-            self.flush()
 
     def flush(self) -> None:
         """Write every followed changelog's batches not yet printed, in time order, and

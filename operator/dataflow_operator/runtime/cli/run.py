@@ -247,6 +247,7 @@ def execute(
     for name in sorted(chosen.printed):
         with contextlib.suppress(UnknownDataflow):  # failed to install: said above
             printer.follow(name, engine.changelog(name).store)
+    printer.flush()  # what a killed run committed and did not print, first
     console = console_output(err)
     batches = BatchProgress(
         err,
