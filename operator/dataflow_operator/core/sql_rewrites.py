@@ -33,8 +33,9 @@ __all__ = ["equivalent_shape", "filters_as_case", "inner_join_conditions", "time
 
 _CASE_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 """Aggregates whose FILTER is a CASE inside them: they skip the NULLs CASE gives."""
-WINDOW_COLUMN = "window"
-"""The name of the column Spark gives a ``window(…)`` grouping key."""
+WINDOW = "window"
+"""Spark's tumbling and sliding window function, and the name of the column it gives a
+grouping key made with it."""
 
 
 def equivalent_shape(query: exp.Query) -> exp.Query:
@@ -181,12 +182,12 @@ def time_window_keys(query: exp.Query) -> exp.Query:
 def _read_window_through_key(select: exp.Select) -> None:
     group = select.args.get("group")
     keys = group.expressions if isinstance(group, exp.Group) else []
-    calls = [key for key in keys if isinstance(key, exp.Anonymous) and key.name.lower() == "window"]
+    calls = [key for key in keys if isinstance(key, exp.Anonymous) and key.name.lower() == WINDOW]
     if len({render(call) for call in calls}) != 1:
         return
     relations = [select.args.get("from_") or select.args.get("from"), *select.args.get("joins", [])]
     if any(
-        isinstance(r, exp.From | exp.Join) and r.this.alias_or_name.lower() == WINDOW_COLUMN
+        isinstance(r, exp.From | exp.Join) and r.this.alias_or_name.lower() == WINDOW
         for r in relations
     ):
         return  # window.start may name that relation's column
@@ -195,9 +196,9 @@ def _read_window_through_key(select: exp.Select) -> None:
     def through_key(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Column) or len(node.parts) > 2:
             return node
-        if not node.table and node.name.lower() == WINDOW_COLUMN:
+        if not node.table and node.name.lower() == WINDOW:
             return call.copy()
-        if node.table.lower() == WINDOW_COLUMN:
+        if node.table.lower() == WINDOW:
             return exp.Dot(this=call.copy(), expression=node.this.copy())
         return node
 
