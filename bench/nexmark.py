@@ -195,6 +195,14 @@ QUERIES: dict[str, str] = {
         "GROUP BY window(dateTime, '10 seconds')) B1 ON B.price = B1.maxprice "
         "WHERE B.dateTime >= B1.endtime - INTERVAL '10' SECOND AND B.dateTime < B1.endtime"
     ),
+    "q5_counts": (
+        "SELECT auction, count(*) AS num, window.start AS starttime FROM bid "
+        "GROUP BY auction, window(dateTime, '10 seconds', '2 seconds')"
+    ),
+    "q7_max": (
+        "SELECT MAX(price) AS maxprice, window.end AS endtime FROM bid "
+        "GROUP BY window(dateTime, '10 seconds')"
+    ),
     "q8": (
         "SELECT P.id, P.name, P.starttime FROM ("
         "SELECT id, name, window.start AS starttime FROM person "
@@ -294,6 +302,8 @@ NOTES = {
     "q6": "left out: the Flink suite leaves it out too (OVER over a retracting input)",
     "q7": "the window's bounds as a half-open range (>= start, < end), as window() has them",
     "q8": "windows keyed by their start only",
+    "q5_counts": "q5's inner aggregate alone: bids per auction per sliding window",
+    "q7_max": "q7's inner aggregate alone: the highest bid per tumbling window",
     "q10": "the file-system sink left out: its projection, as an Index",
     "q11": "session_window() in GROUP BY for Flink's SESSION TVF",
     "q12": "left out: processing-time windows have no deterministic answer to compare",
