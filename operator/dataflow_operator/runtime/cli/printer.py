@@ -65,12 +65,15 @@ class SubscribePrinter:
         self.out = out
         self.names = frozenset(names)
         self._stores: dict[str, ChangelogStore] = {}
+        self._printed: dict[str, int] = {}
+        """Per followed dataflow: the last batch printed (read once, then kept here)."""
 
     def follow(self, name: str, store: ChangelogStore) -> None:
         """Print dataflow ``name``'s changelog (if it is one of ``names``) at each
         :meth:`flush`, from the first batch no run has printed."""
         if name in self.names:
             self._stores[name] = store
+            self._printed[name] = printed_through(store)
 
     def flush(self) -> None:
         """Write every followed changelog's batches not yet printed, in time order, and
@@ -80,7 +83,7 @@ class SubscribePrinter:
         for name in sorted(self._stores):
             store = self._stores[name]
             recorded = store.read_upper()
-            after = printed_through(store)
+            after = self._printed[name]
             if recorded is None or recorded.batch <= after:
                 continue
             prefix = f"{name}\t" if len(self.names) > 1 else ""
@@ -94,6 +97,7 @@ class SubscribePrinter:
         self.out.flush()
         for name, batch in printed.items():
             self._stores[name].location.child(PRINTED_FILE).write_text(json.dumps({"batch": batch}))
+            self._printed[name] = batch
 
 
 def _lines(rows: list[dict[str, Any]], prefix: str) -> list[_Line]:
