@@ -1,9 +1,10 @@
-"""A step on the wall clock is one Spark batch; a complete step also fires what is due.
+"""A step on the wall clock is at most one Spark batch per dataflow, and none for one with
+nothing to do; a complete step also fires what is due.
 
 A batch runs with the watermark of the batch before it, so a temporal filter's
-retraction due at a step's time comes out of the next batch: on the wall clock (a step
-every fraction of a second) that is the next step's, while a complete step (simulated
-clocks, a plan's end) settles it with one more round of the clock at the same time. A new
+retraction due at a step's time comes out of the next batch; a complete step (simulated
+clocks, a plan's end) settles it with one more round of the clock at the same time, and
+so does a wall step at or past the time of an update the dataflow's state holds. A new
 dataflow's first batch needs no such round: it holds nothing from before.
 """
 
@@ -33,7 +34,7 @@ def _engine(spark: SparkSession, tmp_path: Path) -> tuple[Engine, list[BatchOutp
     return Engine(spark, config, outputs.append), outputs
 
 
-def test_a_wall_step_is_one_batch_and_its_due_updates_follow_in_the_next(
+def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     engine, outputs = _engine(spark, tmp_path)
@@ -57,23 +58,44 @@ def test_a_wall_step_is_one_batch_and_its_due_updates_follow_in_the_next(
     def updates() -> list[tuple[int, int, tuple[object, ...]]]:
         return [u for output in outputs for u in output.updates]
 
+    def batches() -> int:
+        return len(running.query.recentProgress)
+
     try:
         engine.step(START, complete=False)  # a new dataflow's first step is complete…
         assert updates() == [(START, 1, ("hello",))]  # due now: out at once
         assert engine.report().dataflows[0].hydrated  # …so it hydrates in it
-        batches = len(running.query.recentProgress)
-        assert batches == 1  # its tasks knew the inputs' frontier: nothing left to settle
+        assert batches() == 1  # its tasks knew the inputs' frontier: nothing left to settle
+        # Nothing new and nothing due: no batch, and the frontier moves up to the
+        # retraction's time (START + DAY + 1 ms), not past it.
         engine.step(START + DAY, complete=False)
+        assert (batches(), frontier()) == (1, START + DAY + 1)
+        # The retraction is due: the step runs the batch and settles it (a batch runs
+        # with the watermark of the one before), so it comes out in this step.
         engine.step(START + 2 * DAY, complete=False)
-        assert len(running.query.recentProgress) == batches + 2  # one Spark batch a step
-        # The retraction is due at START + DAY + 1 ms: the third batch ran with the
-        # watermark of the second (START + DAY), so it is not out yet, and the frontier
-        # says so (complete up to START + DAY, not beyond).
-        assert (-1 not in [d for _, d, _ in updates()], frontier()) == (True, START + DAY + 1)
-        engine.step(START + 2 * DAY)  # complete: one more round at the same time
-        assert len(running.query.recentProgress) == batches + 3
+        assert batches() == 3
         assert updates()[-1] == (START + DAY + 1, -1, ("hello",))
         assert frontier() == START + 2 * DAY + 1
+        # New input: one batch, which emits the row at once; the frontier trails by a
+        # step (the batch ran with the watermark of the one before)…
+        later = "2026-01-03T00:00:00Z"
+        insert_rows(events, [{"content": "again", "event_ts": later}])
+        engine.step(START + 3 * DAY, complete=False)
+        assert batches() == 4
+        assert updates()[-1] == (START + 3 * DAY, 1, ("again",))
+        assert frontier() == START + 2 * DAY + 1
+        # …so the next step completes that batch: one more round at its time, not a
+        # batch at the new time (which would trail again)…
+        engine.step(START + 3 * DAY + 1000, complete=False)
+        assert (batches(), frontier()) == (5, START + 3 * DAY + 1)
+        # …the row leaves at START + 3 DAY + 1 ms: due, its batch and a settle…
+        engine.step(START + 3 * DAY + 2000, complete=False)
+        assert batches() == 7
+        assert updates()[-1] == (START + 3 * DAY + 1, -1, ("again",))
+        assert frontier() == START + 3 * DAY + 2001
+        # …and then nothing is held: the frontier follows the clock without a batch.
+        engine.step(START + 3 * DAY + 3000, complete=False)
+        assert (batches(), frontier()) == (7, START + 3 * DAY + 3001)
         (report,) = engine.report().dataflows
         assert (report.strategy, report.strategy_reason) == ("Incremental", None)
     finally:
@@ -109,5 +131,59 @@ def test_a_new_join_is_complete_and_hydrated_after_one_batch(
         assert report.hydrated and report.frontier == [START + 1]
         updates = sorted(u for output in outputs for u in output.updates)
         assert updates == [(START, 1, ("ann", 12)), (START, 1, ("bob", 1))]
+    finally:
+        engine.close()
+
+
+def test_idle_wall_steps_move_a_chain_of_dataflows_without_batches(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    engine, outputs = _engine(spark, tmp_path)
+    events = tmp_path / "events"
+    insert_rows(events, [{"kind": "a", "amount": 1}])
+    source = {"name": "events", "table": {"path": str(events), "schema": "kind STRING, amount INT"}}
+    totals = {
+        "cluster": "default",
+        "kind": "Index",
+        "sources": [source],
+        "sql": "SELECT kind, sum(amount) AS total FROM events GROUP BY kind",
+    }
+    big = {
+        "cluster": "default",
+        "kind": "Subscribe",
+        "sources": [{"name": "totals", "dataflow": {"name": "totals"}}],
+        "sql": "SELECT kind, total FROM totals WHERE total > 2",
+    }
+    desired = {"dataflows": [{"name": "totals", "spec": totals}, {"name": "big", "spec": big}]}
+    engine.apply(DesiredDataflows.model_validate(desired))
+    queries = {name: engine.running(name) for name in ("totals", "big")}
+
+    def batches() -> dict[str, int]:
+        return {n: len(r.query.recentProgress) for n, r in queries.items() if r is not None}
+
+    def frontiers() -> dict[str, int]:
+        return {r.name: r.frontier[0] for r in engine.report().dataflows}
+
+    def printed() -> list[tuple[int, int, tuple[object, ...]]]:
+        return [u for output in outputs if output.dataflow == "big" for u in output.updates]
+
+    try:
+        engine.step(START, complete=False)
+        ran = batches()
+        for second in (1, 2, 3):  # nothing new upstream: no batch anywhere
+            engine.step(START + second * 1000, complete=False)
+            assert batches() == ran
+            assert frontiers() == {
+                "totals": START + second * 1000 + 1,
+                "big": START + second * 1000 + 1,
+            }
+        insert_rows(events, [{"kind": "a", "amount": 2}])  # the total passes 2
+        engine.step(START + 4000, complete=False)
+        assert all(batches()[name] > ran[name] for name in ran)
+        assert printed() == [(START + 4000, 1, ("a", 3))]
+        assert frontiers() == {"totals": START + 4001, "big": START + 4001}
+        ran = batches()
+        engine.step(START + 5000, complete=False)
+        assert (batches(), frontiers()) == (ran, {"totals": START + 5001, "big": START + 5001})
     finally:
         engine.close()

@@ -142,6 +142,23 @@ class Location:
         fs, path = self._fs()
         return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
+    def stamp(self) -> tuple[int, ...] | None:
+        """A cheap token that changes whenever the file is written or replaced: its inode,
+        modification time and size locally, the time and size elsewhere; ``None`` when
+        nothing is there. For watching a small file without reading it."""
+        local = self.local_path
+        if local is not None:
+            try:
+                stat = os.stat(local)
+            except OSError:
+                return None
+            return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        fs, path = self._fs()
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            return None
+        return (info.mtime_ns or 0, info.size or 0)
+
     def is_dir(self) -> bool:
         """True when a directory is there (an object-store prefix with objects counts)."""
         fs, path = self._fs()

@@ -35,6 +35,7 @@ from dataflow_operator.runtime.engine.drops import Drops
 from dataflow_operator.runtime.engine.install import DataflowStarter, remove_state
 from dataflow_operator.runtime.engine.layout import DataflowLayout
 from dataflow_operator.runtime.engine.levels import dependency_order, step_levels, upstream_of
+from dataflow_operator.runtime.engine.quiet import RUN
 from dataflow_operator.runtime.engine.release import HOLDING, Installed, Releaser, release_all
 from dataflow_operator.runtime.engine.running import BatchOutput, RunningDataflow
 from dataflow_operator.runtime.errors import one_line
@@ -277,13 +278,15 @@ class Engine:
 
         ``complete``: each stateful dataflow's output is complete up to ``time`` when the
         step returns, at the cost of a second Spark batch (:meth:`RunningDataflow.settle`).
-        Without it a step is one batch, and such a dataflow's frontier trails by one step
-        (its timers fire in the next step's batch, with the next input): what a clock that
-        ticks every fraction of a second wants. That next batch runs even when the step's
-        time moves none of its sources (a changelog source without new files): a dataflow
-        whose last batch held output back (:meth:`RunningDataflow.holding`) is given one
-        more round of the clock with the step's time. A dataflow's first step is always
-        complete, so that it hydrates in it.
+        Without it a step is at most one batch, and such a dataflow's frontier trails by
+        one step (its timers fire in the next step's batch): what a clock that ticks every
+        fraction of a second wants. That next batch runs even when nothing new came: a
+        dataflow whose last batch held output back (:meth:`RunningDataflow.holding`) is
+        given one more round of the clock. A dataflow with nothing to do runs no batch:
+        its frontier moves with the clock up to the next update its state holds, and
+        the step at or past that update's time runs its batch and settles it
+        (:mod:`.quiet`). A dataflow's first step is always complete, so that it hydrates
+        in it.
 
         Dataflows run side by side, level by level: each dataflow is given its time (its
         query's next batch starts on its own), then the step waits for them all; a
@@ -303,23 +306,14 @@ class Engine:
                     and not entry.running.failed
                 ]
             for level in step_levels(work):
-                settling = []
+                stepped, settling = [], []
                 for running, clock_time in level:
-                    first = running.status.as_of is None
-                    # Held output gets its batch now (a complete step settles it below).
-                    held = not (complete or first) and running.holding()
-                    if clock_time is not None:
-                        running.begin(clock_time)
-                        running.stage_kafka(clock_time)
-                        clock = ClockFile(running.settings.layout.clock)
-                        clock.write(clock_time, another_round=held)
-                    else:
-                        running.hydration.wait(running.status.frontier)
-                        if held:
-                            running.settle()
-                    if complete or first:  # a new dataflow hydrates in its first step
+                    batch, settle = self._give_time(running, clock_time, complete=complete)
+                    if batch:
+                        stepped.append(running)
+                    if settle:
                         settling.append(running)
-                for running, _ in level:
+                for running in stepped:
                     running.catch_up()
                 settled = [running for running in settling if running.settle()]
                 for running in settled:
@@ -327,6 +321,35 @@ class Engine:
                 for running, _ in level:
                     self._notify(running.name)
             self.release_inputs()
+
+    def _give_time(
+        self, running: RunningDataflow, clock_time: Timestamp | None, *, complete: bool
+    ) -> tuple[bool, bool]:
+        """Give one dataflow its step's time (see :meth:`step`); ``(batch, settle)``: whether
+        it runs a batch the step waits for, and whether the step then settles it.
+
+        On the wall clock a dataflow with nothing to do runs no batch (:mod:`.quiet`)."""
+        first = running.status.as_of is None
+        idle = RUN if complete or clock_time is None else running.idle_step(clock_time)
+        if idle.upper is not None:
+            running.advance_idle(idle.upper)  # nothing new: its frontier moves, no batch
+            return False, False
+        if idle.settle:  # nothing new: one more round at its last batch's time
+            running.settle()
+            return True, False
+        # Held output gets its batch now (a complete step settles it below).
+        held = not (complete or first) and running.holding()
+        if clock_time is not None:
+            running.begin(clock_time)
+            running.stage_kafka(clock_time)
+            ClockFile(running.settings.layout.clock).write(clock_time, another_round=held)
+        else:
+            running.hydration.wait(running.status.frontier)
+            if held:
+                running.settle()
+            elif not (complete or first):
+                return False, False  # between its refreshes: its clock stays, no batch
+        return True, complete or first or idle.due  # a new dataflow hydrates in its first step
 
     def release_inputs(self, *, force: bool = False) -> None:
         """Compact the sources' ingested collections and release consumed input upstream

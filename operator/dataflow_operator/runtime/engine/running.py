@@ -26,9 +26,11 @@ from dataflow_operator.runtime.engine.completion import BatchCompletion, Complet
 from dataflow_operator.runtime.engine.kafka_staging import KafkaStaging
 from dataflow_operator.runtime.engine.layout import DataflowLayout, offsets_of
 from dataflow_operator.runtime.engine.query_conf import query_conf
+from dataflow_operator.runtime.engine.quiet import RUN, IdleCheck, Step
 from dataflow_operator.runtime.engine.sink import write_batch
 from dataflow_operator.runtime.errors import is_data_error, one_line
 from dataflow_operator.runtime.hydration.dataflow import DataflowHydration
+from dataflow_operator.runtime.sources.options import SourceOptions
 from dataflow_operator.runtime.strategies.build import BuiltDataflow
 from dataflow_operator.runtime.strategies.general import Recompute
 from dataflow_operator.runtime.strategies.held import INPUT_FRONTIER
@@ -109,9 +111,13 @@ class RunningDataflow:
         self.hydration = DataflowHydration(settings.name)  # the dataflow's and its nodes'
         self.token = Token(self.tag, marker=settings.layout.root.child(DROPPED_MARKER))
         self._lock = threading.Lock()
+        self._store_lock = threading.Lock()
+        """Held while the store's upper is written: by a batch's sink (Spark's stream
+        thread) and by a step moving the frontier without a batch (:meth:`advance_idle`)."""
         self._upper_is_inputs = False  # the last batch's: then a settle batch moves nothing
         self._completions: Completion | None = None  # a stateful query's batches' (see there)
         self._kafka: KafkaStaging | None = None
+        self._idle: IdleCheck | None = None
 
     @property
     def name(self) -> str:
@@ -129,6 +135,8 @@ class RunningDataflow:
         """Start the streaming query under the dataflow's cancellation scope."""
         self.built = built
         self._kafka = KafkaStaging(built.kafka_sources) if built.kafka_sources else None
+        sources = [SourceOptions(dict(source.options)) for source in built.sources]
+        self._idle = IdleCheck(self.name, self.settings.layout.checkpoint, sources)
         if isinstance(built.transform, Recompute):
             built.transform.token = self.token
         recorded = self.store.read_upper()
@@ -206,6 +214,42 @@ class RunningDataflow:
         if self.built is None or not self.built.stateful or self.failed or self.token.dropped:
             return False
         return not self._upper_is_inputs
+
+    def idle_step(self, now: Timestamp) -> Step:
+        """What a wall-clock step at ``now`` does with it (see :mod:`.quiet`): move its
+        frontier without a batch when nothing new can come out of one."""
+        built, idle = self.built, self._idle
+        if (
+            built is None
+            or idle is None
+            or not built.may_idle
+            or self.status.batches == 0  # none yet in this run: it hydrates first
+            or self.failed
+            or self.token.dropped
+        ):
+            return RUN
+        recorded = self.store.read_upper()
+        if recorded is None:
+            return RUN
+        return idle.check(
+            self.spark,
+            now,
+            upper=recorded.upper,
+            batches=self.status.batches,
+            stateful=built.stateful,
+            holding=self.holding(),
+        )
+
+    def advance_idle(self, upper: int) -> None:
+        """Its output is complete below ``upper`` without a batch (see :mod:`.quiet`)."""
+        with self._store_lock:
+            recorded = self.store.read_upper()
+            if recorded is None or upper <= recorded.upper:
+                return
+            self.store.write_upper(recorded.batch, upper)
+        with self._lock:
+            self.status.frontier = Frontier.at(max(upper, self.status.frontier.lower or 0))
+            self.hydration.observe_frontier(self.status.frontier, self.query)
 
     def settle(self) -> bool:
         """Ask for the batch that completes the output up to the time of the last one;
@@ -334,7 +378,8 @@ class RunningDataflow:
         built = self.built
         if built is not None and built.transform is None and self.on_output is None:
             write_batch(frame, self.store, batch, until)
-            self.store.write_upper(batch, upper)
+            with self._store_lock:
+                self.store.write_upper(batch, upper)
             self._advanced(upper)
             return
         table = frame.toArrow()
@@ -344,7 +389,8 @@ class RunningDataflow:
         if until is not None and table.num_rows:
             table = table.filter(pc.less(table[TIME], until))  # never emit at/past until
         previous = self.store.read_upper()
-        self.store.write(batch, table, upper)
+        with self._store_lock:
+            self.store.write(batch, table, upper)
         self._advanced(upper)
         if previous is not None and batch <= previous.batch:
             return  # a batch replayed after a crash: its output was emitted already

@@ -82,4 +82,4 @@ class SourceOptions:
 
     def dropped(self) -> bool:
         """True once the dataflow was dropped (its token wrote the marker)."""
-        return self.dropped_marker is not None and self.dropped_marker.exists()
+        return self.dropped_marker is not None and self.dropped_marker.stamp() is not None

@@ -75,6 +75,17 @@ if TYPE_CHECKING:
 __all__ = ["ChangelogReader", "ChangelogSource"]
 
 
+IDLE_WAIT = 2.0
+"""How long (s) ``latestOffset`` may wait for the clock when nothing is new (see
+:meth:`ChangelogReader.latestOffset`)."""
+IDLE_CHECK = 0.05
+"""How often (s) a waiting ``latestOffset`` looks at the clock and the drop marker while
+its query ran a batch in the last :data:`IDLE_SLOWER_AFTER` seconds (as often as Spark
+polls a query that is not waiting); :data:`IDLE_CHECK_SLOW` after that."""
+IDLE_SLOWER_AFTER = 3.0
+IDLE_CHECK_SLOW = 0.25
+
+
 def _now_ms() -> int:
     return int(wall.time() * 1000)
 
@@ -97,6 +108,11 @@ class ChangelogReader(DataSourceStreamReader):
         self.kafka: KafkaIngest | None = None
         self._fold: tuple[int, list[str]] | None = None
         """A table's latest fold seen: its number and its members."""
+        self._idle_clock: tuple[int, ...] | None = None
+        """The clock's stamp when ``latestOffset`` last found nothing new (``None``: it
+        did not)."""
+        self._busy_at = wall.monotonic()
+        """When ``latestOffset`` last found something new."""
         if self.options.kind == "kafka":
             # Imported here: Spark starts this reader's runner in a new Python process for
             # every query, and the Kafka ingest's imports (sqlglot, structlog) are heavy.
@@ -121,9 +137,46 @@ class ChangelogReader(DataSourceStreamReader):
         self, start: dict[str, Any] | None = None, limit: Any = None
     ) -> dict[str, Any]:
         """How far the source can be read now (and the clock's round: see
-        :meth:`~dataflow_operator.runtime.clock.ClockFile.next_round`)."""
+        :meth:`~dataflow_operator.runtime.clock.ClockFile.next_round`).
+
+        Spark asks every 50 ms while a query is idle, each time across the JVM and this
+        process: found nothing new twice at the same clock, it waits here instead, up to
+        :data:`IDLE_WAIT`, until the clock changes (the engine wants a batch) or the
+        dataflow is dropped, then looks once more (a query idle for long notices the
+        change up to :data:`IDLE_CHECK_SLOW` later). The first answer with nothing new
+        after a change comes at once, so the engine's wait for the query to have read
+        everything (``processAllAvailable``) ends with the batch.
+        """
         start = start or self.initialOffset()
+        end = self._offset(start)
+        clock = self._clock_stamp()
+        if end == start and clock is not None and clock == self._idle_clock:
+            clock = self._await_clock(clock)
+            end = self._offset(start)
+        self._idle_clock = clock if end == start else None
+        if end != start:
+            self._busy_at = wall.monotonic()
+        return end
+
+    def _offset(self, start: dict[str, Any]) -> dict[str, Any]:
         return {**self._latest(start), **self._round(start), "source": self.options.index}
+
+    def _clock_stamp(self) -> tuple[int, ...] | None:
+        """The clock file's stamp (``()`` before it is written; ``None`` without a clock)."""
+        if self.options.clock is None:
+            return None
+        return self.options.clock.location.stamp() or ()
+
+    def _await_clock(self, seen: tuple[int, ...]) -> tuple[int, ...]:
+        """Wait until the clock's stamp is no longer ``seen``, the dataflow is dropped or
+        :data:`IDLE_WAIT` passed; the stamp then."""
+        deadline = wall.monotonic() + IDLE_WAIT
+        current = seen
+        while current == seen and wall.monotonic() < deadline and not self.options.dropped():
+            idle_for = wall.monotonic() - self._busy_at
+            wall.sleep(IDLE_CHECK if idle_for < IDLE_SLOWER_AFTER else IDLE_CHECK_SLOW)
+            current = self._clock_stamp() or ()
+        return current
 
     def _latest(self, start: dict[str, Any]) -> dict[str, Any]:
         kind = self.options.kind

@@ -82,9 +82,21 @@ class BuiltDataflow:
     """For GENERAL queries: turns a batch of the stream (input updates) into output updates."""
     recompute_reason: str | None = None
     """For GENERAL queries: what no incremental strategy covers, in a user's words."""
-    kafka_sources: tuple[SourceInput, ...] = ()
-    """Its kafka sources, with the options their readers were given: the engine has the
-    executors read their batches (:mod:`~dataflow_operator.runtime.sources.kafka_stage`)."""
+    sources: tuple[SourceInput, ...] = ()
+    """Its sources, with the options their readers were given."""
+
+    @property
+    def kafka_sources(self) -> tuple[SourceInput, ...]:
+        """Its kafka sources: the engine has the executors read their batches
+        (:mod:`~dataflow_operator.runtime.sources.kafka_stage`)."""
+        return tuple(s for s in self.sources if s.options.get("kind") == "kafka")
+
+    @property
+    def may_idle(self) -> bool:
+        """Whether a batch with nothing new in its inputs can change its output only
+        through the timers of its state: false for a recomputed query with ``mz_now()``
+        (its result moves with the clock alone)."""
+        return self.transform is None or not self.plan.temporal.bounds
 
     @property
     def releases_at_frontier(self) -> bool:
@@ -349,7 +361,7 @@ def build_dataflow(
             if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
                 reason = planned_recompute_reason(plan) or UNRESOLVED_JOIN
                 general = _general(spark, plan, bounds, work_dir, reason)
-                return replace(general, kafka_sources=_kafka(sources))
+                return replace(general, sources=tuple(sources))
             if joined is not None:
                 frame = joined
             elif strategy is Strategy.SET:
@@ -374,9 +386,5 @@ def build_dataflow(
         data_ddl=ddl_of(frame.schema),
         stateful=bool(bounds) or held,
         plan=plan,
-        kafka_sources=_kafka(sources),
+        sources=tuple(sources),
     )
-
-
-def _kafka(sources: list[SourceInput]) -> tuple[SourceInput, ...]:
-    return tuple(source for source in sources if source.options.get("kind") == "kafka")
