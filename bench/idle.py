@@ -12,7 +12,7 @@ Targets on a 2-core machine: an idle dataflow ≤ 0.02 cores, 100 ≤ 0.5 cores,
 retraction within one tick of its time.
 
     .venv/bin/python bench/idle.py [--dataflows 1] [--tick 1s] [--window 30]
-        [--settle 10] [--due 40] [--by-process]
+        [--settle 10] [--due 40] [--by-process] [--log FILE]
 
 The machine is shared (2 cores, other agents): figures vary from run to run; the
 load average is printed with them.
@@ -157,6 +157,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--due", type=float, default=None)
     parser.add_argument("--by-process", action="store_true")
+    parser.add_argument("--log", help="write the run's log (stderr) here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="idle-bench-") as folder:
         root = Path(folder)
@@ -169,9 +170,8 @@ def main() -> None:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         command = [CLI, "run", "--clock", "wall", "--tick", args.tick, "--master", "local[2]"]
         command += ["--state-dir", str(root / "state"), str(manifest)]
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-        )
+        log = open(args.log, "w") if args.log else subprocess.DEVNULL  # noqa: SIM115 - the run's life
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         lines: queue.Queue[tuple[float, str]] = queue.Queue()
         threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
         try:

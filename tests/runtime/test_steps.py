@@ -10,12 +10,14 @@ dataflow's first batch needs no such round: it holds nothing from before.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api.protocol import DesiredDataflows
+from dataflow_operator.runtime.engine import quiet
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine
 from dataflow_operator.runtime.engine.running import BatchOutput
@@ -35,8 +37,10 @@ def _engine(spark: SparkSession, tmp_path: Path) -> tuple[Engine, list[BatchOutp
 
 
 def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A stateful dataflow goes quiet at once after its last input, not a while later.
+    monkeypatch.setattr(quiet, "QUIET_AFTER", 0.0)
     engine, outputs = _engine(spark, tmp_path)
     events = tmp_path / "events"
     insert_rows(events, [{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}])
@@ -185,5 +189,36 @@ def test_idle_wall_steps_move_a_chain_of_dataflows_without_batches(
         ran = batches()
         engine.step(START + 5000, complete=False)
         assert (batches(), frontiers()) == (ran, {"totals": START + 5001, "big": START + 5001})
+    finally:
+        engine.close()
+
+
+def test_a_stateful_dataflow_goes_quiet_only_a_while_after_its_last_input(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    engine, _ = _engine(spark, tmp_path)
+    events = tmp_path / "events"
+    insert_rows(events, [{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}])
+    source = {
+        "name": "events",
+        "table": {"path": str(events), "schema": "content STRING, event_ts TIMESTAMP"},
+    }
+    sql = "SELECT content FROM events WHERE mz_now() <= event_ts + INTERVAL '1 day'"
+    spec = {"cluster": "default", "kind": "Subscribe", "sources": [source], "sql": sql}
+    engine.apply(DesiredDataflows.model_validate({"dataflows": [{"name": "s", "spec": spec}]}))
+    running = engine.running("s")
+    assert running is not None
+    try:
+        engine.step(START, complete=False)
+        began = time.monotonic()
+        engine.step(START + 1000, complete=False)  # just installed: it runs as a busy one
+        assert len(running.query.recentProgress) == 2
+        time.sleep(max(0.0, quiet.QUIET_AFTER - (time.monotonic() - began)))
+        engine.step(START + 2000, complete=False)  # a settle, then quiet: no more batches
+        engine.step(START + 3000, complete=False)
+        engine.step(START + 4000, complete=False)
+        assert len(running.query.recentProgress) == 3
+        (report,) = engine.report().dataflows
+        assert report.frontier == [START + 4001]
     finally:
         engine.close()

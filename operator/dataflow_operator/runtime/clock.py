@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time as wall
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,9 @@ from dataflow_operator.core.time import Timestamp
 from dataflow_operator.runtime.storage import Location
 
 __all__ = ["ClockFile", "TickPlan", "atomic_write_text"]
+
+POKE_PERIOD = 0.1
+"""How often (s) :meth:`ClockFile.poking` pokes the clock."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -32,7 +37,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ClockFile:
-    """``{"time": ms, "round": n}``: the logical time of the batch the replica is running.
+    """``{"time": ms, "round": n}``: the logical time of the batch the replica is running
+    (and ``"poke": n``, which only wakes the readers: :meth:`poke`).
 
     ``round`` only grows: :meth:`next_round` asks every source for one more batch at the
     same time (no new input, only the heartbeat), which lets the stateful operators see
@@ -51,6 +57,34 @@ class ClockFile:
         time = self.read()
         if time is not None:
             self._write(time, self.round() + 1)
+
+    def poke(self) -> None:
+        """Rewrite the clock as it is: a reader waiting for it to change
+        (:meth:`~dataflow_operator.runtime.sources.reader.ChangelogReader.latestOffset`)
+        answers Spark now, with nothing new."""
+        document = self._document()
+        if "time" in document:
+            document["poke"] = int(document.get("poke", 0)) + 1
+            self.location.write_text(json.dumps(document))
+
+    @contextmanager
+    def poking(self, every: float = POKE_PERIOD) -> Iterator[None]:
+        """:meth:`poke` the clock ``every`` seconds while the block runs: Spark's wait for
+        a query to have read everything (``processAllAvailable``) ends only at an answer
+        with nothing new that comes after the wait began."""
+        done = threading.Event()
+
+        def keep_poking() -> None:
+            while not done.wait(every):
+                self.poke()
+
+        poker = threading.Thread(target=keep_poking, name="clock-poke", daemon=True)
+        poker.start()
+        try:
+            yield
+        finally:
+            done.set()
+            poker.join()
 
     def read(self) -> Timestamp | None:
         """The current time, or ``None`` before the first batch."""

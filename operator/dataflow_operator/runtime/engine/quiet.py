@@ -14,9 +14,11 @@ step asks first (:meth:`IdleCheck.check`):
 - otherwise its output is complete up to what its sources would reach (the least of
   their uppers), except where its state holds updates for later: a stateful dataflow's
   registered timers (a temporal filter's retractions, a join's or a set operation's held
-  output) are read from its checkpoint with Spark's state reader, once after each batch.
-  The frontier moves up to the earliest of them without a batch; a step at or past it
-  runs the batch and settles it, so the update comes out in that step.
+  output) are read from its checkpoint with Spark's state reader, once after each batch,
+  but only once it has had nothing new for :data:`QUIET_AFTER` (until then it runs its
+  batches as a busy dataflow does: input that comes often finds no state read in its
+  way). The frontier moves up to the earliest of them without a batch; a step at or past
+  it runs the batch and settles it, so the update comes out in that step.
 
 Nothing a batch would emit is skipped: every update of a later batch is at a time at or
 past the frontier moved to (new input is at or past its source's upper; a timer fires at
@@ -26,6 +28,7 @@ its own time, at or past the frontier).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +47,9 @@ __all__ = ["RUN", "IdleCheck", "Step", "next_timer"]
 
 log = get_logger(__name__)
 
+QUIET_AFTER = 2.0
+"""How long (s) a stateful dataflow runs its batches as a busy one does after it last had
+new input, before its timers are read (a Spark job) and it goes quiet."""
 TIMER_STATE = "TimerState"
 """The type Spark's state metadata gives an operator's registered timers."""
 
@@ -100,6 +106,8 @@ class IdleCheck:
         self._offsets: tuple[int, dict[int, dict[str, Any]]] | None = None
         """``(batches, each source's offset in the last batch)`` read after that many."""
         self._unreadable = False
+        self._busy_at: float | None = None
+        """When a check last found something new (or the first check ran)."""
 
     def check(
         self,
@@ -114,6 +122,8 @@ class IdleCheck:
         """The step at clock time ``now`` of a dataflow that ran ``batches`` batches and
         may idle (see the module docstring for when it may), whose output's upper is
         ``upper``, and that is ``holding`` output back."""
+        if self._busy_at is None:
+            self._busy_at = time.monotonic()
         offsets = self._last_offsets(batches)
         if offsets is None:
             return RUN
@@ -122,6 +132,7 @@ class IdleCheck:
             offset = offsets.get(options.index)
             found = None if offset is None else quiet_upper(options, offset, now)
             if found is None:
+                self._busy_at = time.monotonic()
                 return RUN
             reach.append(found)
         if holding:
@@ -129,6 +140,8 @@ class IdleCheck:
         target = min(reach, default=now + 1)
         if target <= upper or not stateful:
             return Step(upper=max(target, upper))
+        if not self._timers_known(batches) and time.monotonic() - self._busy_at < QUIET_AFTER:
+            return RUN  # busy a moment ago: more input is likely, reading the state is not
         timer = self._earliest_timer(spark, batches)
         if self._unreadable:
             return RUN
@@ -144,6 +157,9 @@ class IdleCheck:
                 return None
             self._offsets = (batches, {int(o.get("source", -1)): o for o in recorded[1]})
         return self._offsets[1]
+
+    def _timers_known(self, batches: int) -> bool:
+        return self._timers is not None and self._timers[0] == batches
 
     def _earliest_timer(self, spark: SparkSession, batches: int) -> int | None:
         if self._timers is not None and self._timers[0] == batches:

@@ -186,9 +186,11 @@ class RunningDataflow:
         """Block until the query has processed everything its sources offer now."""
         if self.query is None or self.failed or self.token.dropped:
             return
+        clock = ClockFile(self.settings.layout.clock)
         for attempt in range(RETRIES + 1):
             try:
-                self.query.processAllAvailable()
+                with clock.poking():  # its readers may be waiting for the clock
+                    self.query.processAllAvailable()
                 break
             except Exception as error:
                 message = one_line(error)
