@@ -135,6 +135,12 @@ def test_an_idle_reader_waits_for_the_clock_instead_of_answering_spark_at_once(
     _later(0.5, lambda: (tmp_path / "other").write_text(""))  # not the clock: no end
     unchanged, took = timed(answer)
     assert unchanged == answer and took >= 3.0  # waited all of IDLE_WAIT, then answered
+    # A poke (the engine waits on the query: see ClockFile.poking) ends a wait at once,
+    # with nothing new.
+    _later(0.5, clock.poke)
+    unchanged, took = timed(answer)
+    assert unchanged == answer and 0.5 <= took < 2.5
+    assert clock.read() == NOW + 1000 and clock.round() == 0  # the clock itself is as it was
     # A dropped dataflow's reader stops waiting at once.
     _later(0.5, marker.touch)
     unchanged, took = timed(answer)
