@@ -20,7 +20,7 @@ from dataflow_operator.api.protocol import DesiredDataflows
 from dataflow_operator.runtime.engine import quiet
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.engine import Engine
-from dataflow_operator.runtime.engine.running import BatchOutput
+from dataflow_operator.runtime.engine.running import BatchOutput, RunningDataflow
 from dataflow_operator.runtime.inserts import insert_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -36,13 +36,9 @@ def _engine(spark: SparkSession, tmp_path: Path) -> tuple[Engine, list[BatchOutp
     return Engine(spark, config, outputs.append), outputs
 
 
-def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A stateful dataflow goes quiet at once after its last input, not a while later.
-    monkeypatch.setattr(quiet, "QUIET_AFTER", 0.0)
-    engine, outputs = _engine(spark, tmp_path)
-    events = tmp_path / "events"
+def _one_day_filter(engine: Engine, events: Path) -> RunningDataflow:
+    """Subscribe ``s``: the rows of table ``events`` for a day after their ``event_ts``
+    (one row in it, at START)."""
     insert_rows(events, [{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}])
     source = {
         "name": "events",
@@ -53,6 +49,17 @@ def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
     engine.apply(DesiredDataflows.model_validate({"dataflows": [{"name": "s", "spec": spec}]}))
     running = engine.running("s")
     assert running is not None
+    return running
+
+
+def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stateful dataflow goes quiet at once after its last input, not a while later.
+    monkeypatch.setattr(quiet, "QUIET_AFTER", 0.0)
+    engine, outputs = _engine(spark, tmp_path)
+    events = tmp_path / "events"
+    running = _one_day_filter(engine, events)
 
     def frontier() -> int:
         (report,) = engine.report().dataflows
@@ -197,17 +204,7 @@ def test_a_stateful_dataflow_goes_quiet_only_a_while_after_its_last_input(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     engine, _ = _engine(spark, tmp_path)
-    events = tmp_path / "events"
-    insert_rows(events, [{"content": "hello", "event_ts": "2026-01-01T00:00:00Z"}])
-    source = {
-        "name": "events",
-        "table": {"path": str(events), "schema": "content STRING, event_ts TIMESTAMP"},
-    }
-    sql = "SELECT content FROM events WHERE mz_now() <= event_ts + INTERVAL '1 day'"
-    spec = {"cluster": "default", "kind": "Subscribe", "sources": [source], "sql": sql}
-    engine.apply(DesiredDataflows.model_validate({"dataflows": [{"name": "s", "spec": spec}]}))
-    running = engine.running("s")
-    assert running is not None
+    running = _one_day_filter(engine, tmp_path / "events")
     try:
         engine.step(START, complete=False)
         began = time.monotonic()
