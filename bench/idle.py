@@ -110,11 +110,6 @@ def _cpu_by_process(pid: int) -> dict[tuple[int, str], float]:
     return found
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of the tree (see :func:`_cpu_by_process`)."""
-    return sum(_cpu_by_process(pid).values())
-
-
 def _diff(line: str) -> str:
     """The diff of a printed update (``[NAME<TAB>]TIME<TAB>DIFF<TAB>…``), or ``""``."""
     fields = line.split("\t")

@@ -122,6 +122,8 @@ class IdleCheck:
         """The step at clock time ``now`` of a dataflow that ran ``batches`` batches and
         may idle (see the module docstring for when it may), whose output's upper is
         ``upper``, and that is ``holding`` output back."""
+        if self._unreadable:
+            return RUN  # its timers cannot be read: it runs every batch
         if self._busy_at is None:
             self._busy_at = time.monotonic()
         offsets = self._last_offsets(batches)
@@ -162,12 +164,14 @@ class IdleCheck:
         return self._timers is not None and self._timers[0] == batches
 
     def _earliest_timer(self, spark: SparkSession, batches: int) -> int | None:
+        """The earliest timer after ``batches`` batches, read once; ``None`` also when
+        it cannot be read (then :attr:`_unreadable`, and it is not tried again)."""
         if self._timers is not None and self._timers[0] == batches:
             return self._timers[1]
         try:
             timer = next_timer(spark, self.checkpoint)
         except Exception as error:
-            self._unreadable = True  # it runs every batch, as before
+            self._unreadable = True  # it runs a batch every step from now on
             log.warning(
                 "the dataflow's timers cannot be read: it runs a batch every step",
                 dataflow=self.name,

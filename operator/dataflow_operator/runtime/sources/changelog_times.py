@@ -11,11 +11,18 @@ import json
 from typing import Any
 
 from dataflow_operator.runtime.sources.formats import format_of
-from dataflow_operator.runtime.sources.options import SourceOptions
+from dataflow_operator.runtime.sources.options import NO_UNTIL, SourceOptions
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import BadValue, convert
 
-__all__ = ["PRODUCER_UPPER", "newest_integer", "newest_time", "producer_upper", "time_and_diff"]
+__all__ = [
+    "PRODUCER_UPPER",
+    "newest_integer",
+    "newest_time",
+    "producer_upper",
+    "progress_upper",
+    "time_and_diff",
+]
 
 PRODUCER_UPPER = "_upper.json"
 """A changelog directory's progress file: ``{"upper": ms, ...}``, replaced atomically by
@@ -72,3 +79,22 @@ def producer_upper(directory: Location) -> int | None:
     except (ValueError, KeyError, TypeError):
         return None
     return upper if isinstance(upper, int) and not isinstance(upper, bool) else None
+
+
+def progress_upper(options: SourceOptions, now: int | None) -> int | None:
+    """How far a changelog source is complete without new files at clock time ``now``: the
+    producer's own upper (the directory's ``_upper.json``, as a MaterializedView's sink
+    writes it) and the clock's time + 1 minus the allowed lateness, never past the
+    expiration; ``None`` when neither is known (see docs/frontiers.md)."""
+    bounds = []
+    producer = producer_upper(options.path)
+    if producer is not None:
+        bounds.append(producer)
+    if options.lateness is not None and now is not None:
+        bounds.append(now + 1 - options.lateness)
+    if not bounds:
+        return None
+    upper = max(bounds)
+    if options.expiration != NO_UNTIL:
+        upper = min(upper, options.expiration)
+    return upper

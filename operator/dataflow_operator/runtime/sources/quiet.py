@@ -14,7 +14,7 @@ from typing import Any
 
 from dataflow_operator.core.time import Timestamp
 from dataflow_operator.runtime.changelog_store import ChangelogStore
-from dataflow_operator.runtime.sources.changelog_times import producer_upper
+from dataflow_operator.runtime.sources.changelog_times import progress_upper
 from dataflow_operator.runtime.sources.logs import TABLE_SUFFIX, list_data_files, read_listing
 from dataflow_operator.runtime.sources.options import SourceOptions
 
@@ -46,8 +46,9 @@ def quiet_upper(options: SourceOptions, offset: Mapping[str, Any], now: Timestam
         return None
     if kind != "changelog":
         return max(upper, now + 1)
-    if _progress_moved(options, upper, now):
-        return None
+    progress = progress_upper(options, now)
+    if progress is not None and progress > upper:
+        return None  # its producer's upper or the clock minus its lateness moved it
     return upper
 
 
@@ -63,12 +64,3 @@ def _unread_files(options: SourceOptions, taken: int) -> bool:
         if name not in known:
             return True
     return False
-
-
-def _progress_moved(options: SourceOptions, upper: int, now: Timestamp) -> bool:
-    """True when a changelog source's upper would move without new files: its producer's
-    upper or, with a lateness, the clock (see :meth:`.reader.ChangelogReader._progress_upper`)."""
-    producer = producer_upper(options.path)
-    if producer is not None and producer > upper:
-        return True
-    return options.lateness is not None and now + 1 - options.lateness > upper

@@ -44,7 +44,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME, ChangelogStore
 from dataflow_operator.runtime.sources.batches import UpdateColumns
-from dataflow_operator.runtime.sources.changelog_times import newest_time, producer_upper
+from dataflow_operator.runtime.sources.changelog_times import newest_time, progress_upper
 from dataflow_operator.runtime.sources.ingested import resume_base
 from dataflow_operator.runtime.sources.item_updates import item_batches
 from dataflow_operator.runtime.sources.logs import (
@@ -234,23 +234,8 @@ class ChangelogReader(DataSourceStreamReader):
         return resume_base(start, self.options.ingested)
 
     def _progress_upper(self) -> int | None:
-        """How far a changelog source is complete without new files: the producer's own
-        upper (the directory's ``_upper.json``, as a MaterializedView's sink writes it)
-        and the clock's time + 1 minus the allowed lateness, never past the expiration;
-        ``None`` when neither is known (see docs/frontiers.md)."""
-        bounds = []
-        producer = producer_upper(self.options.path)
-        if producer is not None:
-            bounds.append(producer)
         now = self.options.clock.read() if self.options.clock else None
-        if self.options.lateness is not None and now is not None:
-            bounds.append(now + 1 - self.options.lateness)
-        if not bounds:
-            return None
-        upper = max(bounds)
-        if self.options.expiration != NO_UNTIL:
-            upper = min(upper, self.options.expiration)
-        return upper
+        return progress_upper(self.options, now)
 
     def _ingested_upper(self) -> int:
         recorded = self.options.ingested.read_upper()
