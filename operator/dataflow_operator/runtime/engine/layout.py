@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from dataflow_operator.runtime.storage import Location
 
-__all__ = ["DataflowLayout", "last_offsets", "offsets_of"]
+__all__ = ["DataflowLayout", "last_batch", "last_offsets", "offsets_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,14 @@ def offsets_of(checkpoint: Location, batch: int) -> tuple[dict[str, object], lis
     return metadata, sources
 
 
+def last_batch(checkpoint: Location, log: str = "offsets") -> int | None:
+    """The latest batch in one of Spark's checkpoint logs: ``offsets`` (planned: written
+    as a batch starts) or ``commits`` (done); ``None`` when the log has none."""
+    batches = [int(name) for name in checkpoint.child(log).list() if name.isdigit()]
+    return max(batches, default=None)
+
+
 def last_offsets(checkpoint: Location) -> tuple[dict[str, object], list[dict[str, int]]] | None:
     """The offset log entry of the latest batch, or ``None`` without a checkpoint."""
-    batches = [int(name) for name in checkpoint.child("offsets").list() if name.isdigit()]
-    return offsets_of(checkpoint, max(batches)) if batches else None
+    batch = last_batch(checkpoint)
+    return None if batch is None else offsets_of(checkpoint, batch)

@@ -22,7 +22,10 @@ step asks first (:meth:`IdleCheck.check`):
 
 Nothing a batch would emit is skipped: every update of a later batch is at a time at or
 past the frontier moved to (new input is at or past its source's upper; a timer fires at
-its own time, at or past the frontier).
+its own time, at or past the frontier). A changelog or an upstream dataflow's new input
+starts a batch between steps, at the clock's time of the step before: the check looks
+only at a dataflow whose latest planned batch is the last its sink wrote and Spark
+committed, and runs the batch otherwise (the step's wait then covers the one in flight).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 
 from dataflow_operator.core.time import Timestamp
 from dataflow_operator.logs import get_logger
-from dataflow_operator.runtime.engine.layout import last_offsets
+from dataflow_operator.runtime.engine.layout import last_batch, offsets_of
 from dataflow_operator.runtime.errors import one_line
 from dataflow_operator.runtime.sources.options import SourceOptions
 from dataflow_operator.runtime.sources.quiet import quiet_upper
@@ -102,9 +105,9 @@ class IdleCheck:
         self.checkpoint = checkpoint
         self.sources = sources
         self._timers: tuple[int, int | None] | None = None
-        """``(batches, earliest timer)`` read after that many batches."""
+        """``(batch, earliest timer)`` read once that batch was committed."""
         self._offsets: tuple[int, dict[int, dict[str, Any]]] | None = None
-        """``(batches, each source's offset in the last batch)`` read after that many."""
+        """``(batch, each source's offset in it)``."""
         self._unreadable = False
         self._busy_at: float | None = None
         """When a check last found something new (or the first check ran)."""
@@ -115,20 +118,20 @@ class IdleCheck:
         now: Timestamp,
         *,
         upper: int,
-        batches: int,
+        batch: int,
         stateful: bool,
         holding: bool,
     ) -> Step:
-        """The step at clock time ``now`` of a dataflow that ran ``batches`` batches and
-        may idle (see the module docstring for when it may), whose output's upper is
-        ``upper``, and that is ``holding`` output back."""
+        """The step at clock time ``now`` of a dataflow that may idle (see the module
+        docstring for when it may), whose sink last wrote Spark's batch ``batch`` with the
+        output's upper ``upper``, and that is ``holding`` output back."""
         if self._unreadable:
             return RUN  # its timers cannot be read: it runs every batch
         if self._busy_at is None:
             self._busy_at = time.monotonic()
-        offsets = self._last_offsets(batches)
+        offsets = self._settled_offsets(batch)
         if offsets is None:
-            return RUN
+            return RUN  # a batch is in flight (or not committed yet): the step waits for it
         reach = []
         for options in self.sources:
             offset = offsets.get(options.index)
@@ -142,31 +145,32 @@ class IdleCheck:
         target = min(reach, default=now + 1)
         if target <= upper or not stateful:
             return Step(upper=max(target, upper))
-        if not self._timers_known(batches) and time.monotonic() - self._busy_at < QUIET_AFTER:
+        if not self._timers_known(batch) and time.monotonic() - self._busy_at < QUIET_AFTER:
             return RUN  # busy a moment ago: more input is likely, reading the state is not
-        timer = self._earliest_timer(spark, batches)
+        timer = self._earliest_timer(spark, batch)
         if self._unreadable:
             return RUN
         if timer is not None and timer <= now:
             return Step(due=True)
         return Step(upper=target if timer is None else min(target, timer))
 
-    def _last_offsets(self, batches: int) -> dict[int, dict[str, Any]] | None:
-        """Each source's offset (by its index) in the last batch, read once per batch."""
-        if self._offsets is None or self._offsets[0] != batches:
-            recorded = last_offsets(self.checkpoint)
-            if recorded is None:
-                return None
-            self._offsets = (batches, {int(o.get("source", -1)): o for o in recorded[1]})
+    def _settled_offsets(self, batch: int) -> dict[int, dict[str, Any]] | None:
+        """Each source's offset (by its index) in ``batch``, read once; ``None`` unless
+        ``batch`` is both the latest batch Spark planned and the latest it committed."""
+        if not last_batch(self.checkpoint) == batch == last_batch(self.checkpoint, "commits"):
+            return None
+        if self._offsets is None or self._offsets[0] != batch:
+            _, sources = offsets_of(self.checkpoint, batch)
+            self._offsets = (batch, {int(o.get("source", -1)): o for o in sources})
         return self._offsets[1]
 
-    def _timers_known(self, batches: int) -> bool:
-        return self._timers is not None and self._timers[0] == batches
+    def _timers_known(self, batch: int) -> bool:
+        return self._timers is not None and self._timers[0] == batch
 
-    def _earliest_timer(self, spark: SparkSession, batches: int) -> int | None:
-        """The earliest timer after ``batches`` batches, read once; ``None`` also when
+    def _earliest_timer(self, spark: SparkSession, batch: int) -> int | None:
+        """The earliest timer as of committed ``batch``, read once; ``None`` also when
         it cannot be read (then :attr:`_unreadable`, and it is not tried again)."""
-        if self._timers is not None and self._timers[0] == batches:
+        if self._timers is not None and self._timers[0] == batch:
             return self._timers[1]
         try:
             timer = next_timer(spark, self.checkpoint)
@@ -178,5 +182,5 @@ class IdleCheck:
                 error=one_line(error),
             )
             return None
-        self._timers = (batches, timer)
+        self._timers = (batch, timer)
         return timer

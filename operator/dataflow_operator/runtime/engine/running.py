@@ -237,7 +237,7 @@ class RunningDataflow:
             self.spark,
             now,
             upper=recorded.upper,
-            batches=self.status.batches,
+            batch=recorded.batch,
             stateful=built.stateful,
             holding=self.holding(),
         )
