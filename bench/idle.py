@@ -172,7 +172,7 @@ def main() -> None:
         try:
             inserted = 0
             while inserted < args.dataflows:
-                _, line = lines.get(timeout=300)
+                _, line = lines.get(timeout=max(300, 10 * args.dataflows))
                 inserted += _diff(line) == "1"
             hydrated = time.time() - start
             time.sleep(args.settle)
