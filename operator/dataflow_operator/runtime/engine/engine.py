@@ -254,6 +254,7 @@ class Engine:
         """Take the cluster's listing frontiers (``PUT /release``): from the next release
         on, files below them are released (see :mod:`.release`)."""
         self.releaser.cluster = {(s.dataflow, s.source): s.listed for s in frontiers.sources}
+        self.releaser.changed()
         self.releaser.cluster_offsets = {
             (s.dataflow, s.source): {int(p): o for p, o in s.offsets.items()}
             for s in frontiers.sources
@@ -311,6 +312,7 @@ class Engine:
                     batch, settle = self._give_time(running, clock_time, complete=complete)
                     if batch:
                         stepped.append(running)
+                        self.releaser.changed()
                     if settle:
                         settling.append(running)
                 for running in stepped:
@@ -353,7 +355,8 @@ class Engine:
 
     def release_inputs(self, *, force: bool = False) -> None:
         """Compact the sources' ingested collections and release consumed input upstream
-        (at most once a second unless ``force``); see :mod:`.release`."""
+        (at most once a second, or every ten while nothing changed, unless ``force``);
+        see :mod:`.release`."""
         if not self.releaser.due(force=force):
             return
         with self._lock:

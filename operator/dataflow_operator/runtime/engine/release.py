@@ -88,6 +88,10 @@ HOLDING = (SourceKind.CHANGELOG, SourceKind.KAFKA)
 """Kinds with their own times, which hold input at or past the expiration back."""
 RELEASE_INTERVAL = 1.0
 """Seconds between releases (a step may be a tenth of that)."""
+IDLE_RELEASE_INTERVAL = 10.0
+"""Seconds between releases while nothing changed: no batch ran and the cluster's
+frontiers did not move (see :meth:`Releaser.changed`): an idle replica's dataflows
+cost no release work every second."""
 FOLD_FILES = 32
 """A table's consumed files a fold waits for (each rewrites the table's fold)."""
 
@@ -150,14 +154,24 @@ class Releaser:
         self._skipped: set[tuple[str, str]] = set()
         """``(directory, file)`` of the tables' skipped files already warned of."""
         self._last = -1e9
+        self._changed = True
+
+    def changed(self) -> None:
+        """Something a release looks at may have moved: a batch ran, or the cluster's
+        frontiers came. The next release is then due :data:`RELEASE_INTERVAL` after the
+        last, not :data:`IDLE_RELEASE_INTERVAL`."""
+        self._changed = True
 
     def due(self, *, force: bool = False) -> bool:
-        """Whether a release is due now (once a second, or at once with ``force``); if so,
-        the next one is due a second later. Ask before gathering the readers."""
+        """Whether a release is due now (a second after the last when something
+        :meth:`changed` since, else ten; at once with ``force``); if so, it counts as
+        done. Ask before gathering the readers."""
         now = wall.monotonic()
-        if not force and now - self._last < RELEASE_INTERVAL:
+        interval = RELEASE_INTERVAL if self._changed else IDLE_RELEASE_INTERVAL
+        if not force and now - self._last < interval:
             return False
         self._last = now
+        self._changed = False
         return True
 
     def step(self, readers: Sequence[SourceReader], *, force: bool = False) -> None:

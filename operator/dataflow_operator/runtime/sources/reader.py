@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 __all__ = ["ChangelogReader", "ChangelogSource"]
 
 
-IDLE_WAIT = 2.0
+IDLE_WAIT = 10.0
 """How long (s) ``latestOffset`` may wait for the clock when nothing is new (see
 :meth:`ChangelogReader.latestOffset`)."""
 IDLE_CHECK = 0.05
