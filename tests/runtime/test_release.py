@@ -12,6 +12,7 @@ import pytest
 from dataflow_operator.api.dataflow import Source
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.runtime.changelog_store import ChangelogStore
+from dataflow_operator.runtime.engine import release as release_module
 from dataflow_operator.runtime.engine.committed import committed_offsets
 from dataflow_operator.runtime.engine.output_compaction import compact_output
 from dataflow_operator.runtime.engine.release import Releaser, SourceReader
@@ -301,3 +302,26 @@ def test_a_table_is_folded_again_only_once_enough_new_files_wait(
     releaser.step([reader])
     releaser.step([reader])  # the files read stay in its log: not a reason to fold again
     assert folds == [FILES]
+
+
+def test_releases_come_every_second_after_a_change_and_every_ten_while_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(release_module.wall, "monotonic", lambda: now[0])
+    releaser = Releaser(own_cluster=True)
+    assert releaser.due()  # the first is due at once
+    now[0] += 1.0
+    assert not releaser.due()  # nothing changed since: not a second later…
+    now[0] += 8.9
+    assert not releaser.due()
+    now[0] += 0.1
+    assert releaser.due()  # …but ten seconds after the last
+    releaser.changed()  # a batch ran, or the cluster's frontiers came
+    now[0] += 0.5
+    assert not releaser.due()
+    now[0] += 0.5
+    assert releaser.due()  # a second after the last
+    now[0] += 1.0
+    assert not releaser.due()  # idle again
+    assert releaser.due(force=True)  # a forced release is always due
