@@ -77,7 +77,9 @@ __all__ = ["ChangelogReader", "ChangelogSource"]
 
 IDLE_WAIT = 10.0
 """How long (s) ``latestOffset`` may wait for the clock when nothing is new (see
-:meth:`ChangelogReader.latestOffset`)."""
+:meth:`ChangelogReader.latestOffset`). Each answer costs an idle query a round of Spark's
+loop in the JVM; a clock change or a drop ends the wait at once, so a longer one delays
+nothing."""
 IDLE_CHECK = 0.05
 """How often (s) a waiting ``latestOffset`` looks at the clock and the drop marker while
 its query ran a batch in the last :data:`IDLE_SLOWER_AFTER` seconds (as often as Spark
