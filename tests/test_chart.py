@@ -73,6 +73,7 @@ def test_chart_lints(tmp_path: Path) -> None:
         ("replicaCount=2", "operator.watchNamespaces={a,b}", "networkPolicy.enabled=false"),
     ],
 )
+@pytest.mark.slow
 def test_rendered_objects_are_valid_kubernetes(tmp_path: Path, sets: tuple[str, ...]) -> None:
     objects = render(tmp_path, *sets)
     assert objects

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TOOL = Path(__file__).parents[1] / "tools" / "test_lanes.py"
 
 
+@pytest.mark.slow
 def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: Path) -> None:
     (tmp_path / "test_sample.py").write_text(
         "import pytest\n"

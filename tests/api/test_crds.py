@@ -134,6 +134,7 @@ def test_files_on_disk_match_the_models() -> None:
     assert check_files([ROOT / "crds", ROOT / "charts/dataflow-operator/crds"]) == []
 
 
+@pytest.mark.slow
 def test_crds_check_command_detects_drift(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "dataflow_operator", "crds", "--check", "--out", str(tmp_path)]
     missing = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -135,6 +135,7 @@ def test_peek_direct_prints_the_rows(server: ControlServer, token_file: Path) ->
     assert (done.returncode, done.stdout, done.stderr) == (0, "199\t2\tk\n", "")
 
 
+@pytest.mark.slow
 def test_failures_are_one_line_and_exit_1(
     server: ControlServer, token_file: Path, tmp_path: Path
 ) -> None:
@@ -302,6 +303,7 @@ def api_server(server: ControlServer) -> Iterator[FakeApiServer]:
     fake.stop()
 
 
+@pytest.mark.slow
 def test_subscribe_and_peek_through_the_service_proxy(
     api_server: FakeApiServer, replica: FakeReplica, tmp_path: Path
 ) -> None:
@@ -330,6 +332,7 @@ def test_subscribe_and_peek_through_the_service_proxy(
     )
 
 
+@pytest.mark.slow
 def test_service_proxy_failures_name_what_failed(server: ControlServer, tmp_path: Path) -> None:
     fake = FakeApiServer(server, hydrated=[]).start()
     try:

@@ -30,6 +30,7 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
     return {}
 
 
+@pytest.mark.slow
 async def test_the_driver_mounts_the_replicas_token_and_every_request_carries_it(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -70,6 +71,7 @@ async def test_the_driver_mounts_the_replicas_token_and_every_request_carries_it
     }  # every request, both headers
 
 
+@pytest.mark.slow
 async def test_a_token_left_by_a_crash_is_kept_and_used(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -90,6 +92,7 @@ async def test_a_token_left_by_a_crash_is_kept_and_used(
     assert {token for _, _, token in fake_replica.auth} == {"from-before-the-crash"}
 
 
+@pytest.mark.slow
 async def test_executors_on_read_write_once_storage_are_refused_before_any_pod(
     cluster: Cluster, start_operator: Start
 ) -> None:

@@ -165,6 +165,7 @@ async def _restarts(cluster: Cluster) -> int:
     return sum(r["count"] for r in status.get("restarts", []) if r["reason"] == "Expired")
 
 
+@pytest.mark.slow
 async def test_three_cutovers_leave_no_moment_unserved(
     cluster: Cluster, start_operator: Start, control_port: int
 ) -> None:
@@ -220,6 +221,7 @@ async def _one(cluster: Cluster) -> bool:
 
 
 @pytest.mark.parametrize("phase", ["recorded", "hydrating", "cut-over"])
+@pytest.mark.slow
 async def test_an_operator_killed_in_each_phase_of_a_handover_converges(
     cluster: Cluster, start_operator: Start, control_port: int, phase: str
 ) -> None:

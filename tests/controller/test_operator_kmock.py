@@ -72,6 +72,7 @@ async def make_ready(cluster: Cluster, pod: str) -> None:
     await cluster.set_pod_status(pod, running_status())
 
 
+@pytest.mark.slow
 async def test_driver_pod_carries_the_injected_start_time_and_offset(
     cluster: Cluster, start_operator: Start
 ) -> None:
@@ -102,6 +103,7 @@ async def test_driver_pod_carries_the_injected_start_time_and_offset(
     assert set(status) <= ours
 
 
+@pytest.mark.slow
 async def test_metrics_and_liveness_endpoints(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -134,6 +136,7 @@ async def test_metrics_and_liveness_endpoints(
     assert "dataflow_operator_status_lag_seconds" in text
 
 
+@pytest.mark.slow
 async def test_ready_replica_installs_dataflows_and_reports_hydration(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -219,6 +222,7 @@ async def test_ready_replica_installs_dataflows_and_reports_hydration(
     assert "df1" not in fake_replica.installed
 
 
+@pytest.mark.slow
 async def test_invalid_dataflow_gets_the_exact_timeline_message_and_is_never_sent(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -248,6 +252,7 @@ async def test_invalid_dataflow_gets_the_exact_timeline_message_and_is_never_sen
     assert all("mixed" not in [d.name for d in put.dataflows] for put in fake_replica.puts)
 
 
+@pytest.mark.slow
 async def test_expiration_restarts_at_the_lead_time_and_on_the_expired_exit_code(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -276,6 +281,7 @@ async def test_expiration_restarts_at_the_lead_time_and_on_the_expired_exit_code
     assert replica["status"]["consecutiveFailures"] == 0
 
 
+@pytest.mark.slow
 async def test_crash_loop_backs_off_then_ends_degraded(
     cluster: Cluster, start_operator: Start
 ) -> None:
@@ -299,6 +305,7 @@ async def test_crash_loop_backs_off_then_ends_degraded(
     await wait_for(lambda: _events(cluster, "r1", "Error"))
 
 
+@pytest.mark.slow
 async def test_image_that_never_pulls_ends_degraded_with_its_reason(
     cluster: Cluster, start_operator: Start
 ) -> None:
@@ -316,6 +323,7 @@ async def test_image_that_never_pulls_ends_degraded_with_its_reason(
     assert "nope:1" in degraded["message"] and "restartPolicy is Never" in degraded["message"]
 
 
+@pytest.mark.slow
 async def test_operator_killed_mid_restart_converges_to_exactly_one_driver(
     cluster: Cluster, start_operator: Start
 ) -> None:
@@ -343,6 +351,7 @@ async def test_operator_killed_mid_restart_converges_to_exactly_one_driver(
     assert replica is not None and replica["status"]["attempt"] == 2
 
 
+@pytest.mark.slow
 async def test_killed_repeatedly_during_restarts_never_leaves_two_drivers(
     cluster: Cluster, start_operator: Start, operator_log: Callable[[], str]
 ) -> None:
@@ -379,6 +388,7 @@ async def test_killed_repeatedly_during_restarts_never_leaves_two_drivers(
     assert await _converged(cluster)
 
 
+@pytest.mark.slow
 async def test_delete_waits_for_the_replica_then_times_out_with_an_event(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -398,6 +408,7 @@ async def test_delete_waits_for_the_replica_then_times_out_with_an_event(
     assert "r1" in events[0]["message"]
 
 
+@pytest.mark.slow
 async def test_delete_waits_while_the_replica_reports_dropping_then_completes(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:
@@ -423,6 +434,7 @@ async def test_delete_waits_while_the_replica_reports_dropping_then_completes(
     assert await _events(cluster, "slow", "DropTimedOut") == []
 
 
+@pytest.mark.slow
 async def test_new_replica_gets_every_dataflow_and_a_deleted_one_leaves_status(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:

@@ -242,6 +242,7 @@ async def _poll(
         raise AssertionError(f"{what}: {error}\n--- replica log ---\n{replica.output()}") from None
 
 
+@pytest.mark.slow
 async def test_hydration_from_a_real_runtime_reaches_dataflow_status(
     cluster: Cluster, start_operator: Start, real_replicas: list[RealReplica], tmp_path: Path
 ) -> None:

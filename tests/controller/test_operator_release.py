@@ -38,6 +38,7 @@ def _sources(df: dict[str, Any]) -> list[dict[str, Any]]:
     return list(replicas[0].get("sources") or []) if replicas else []
 
 
+@pytest.mark.slow
 async def test_the_cluster_meet_goes_back_to_the_replica(
     cluster: Cluster, start_operator: Start, fake_replica: FakeReplica
 ) -> None:

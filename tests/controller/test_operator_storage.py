@@ -45,6 +45,7 @@ def persistent_state(replica: dict[str, Any] | None) -> dict[str, Any]:
 
 
 @pytest.mark.usefixtures("with_claims")
+@pytest.mark.slow
 async def test_the_claim_exists_before_the_driver_that_mounts_it(
     cluster: Cluster, start_operator: Start
 ) -> None:
@@ -64,6 +65,7 @@ async def test_the_claim_exists_before_the_driver_that_mounts_it(
 
 
 @pytest.mark.usefixtures("with_claims")
+@pytest.mark.slow
 async def test_a_claim_left_by_a_crash_is_reused_and_a_shrink_is_rejected(
     cluster: Cluster, start_operator: Start
 ) -> None:

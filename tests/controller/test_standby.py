@@ -35,6 +35,7 @@ async def _peers(cluster: Cluster) -> dict[str, Any]:
     return dict((peering or {}).get("status") or {})
 
 
+@pytest.mark.slow
 async def test_the_standby_takes_over_when_the_active_operator_dies(
     emulator: tuple[kmock.KubernetesEmulator, Path], cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -529,6 +529,7 @@ QUERIES = [
 @pytest.mark.parametrize("sql", QUERIES)
 @settings(max_examples=10, deadline=None)
 @given(updates=changelogs())
+@pytest.mark.slow
 def test_maintained_output_equals_recomputation_at_every_time(sql: str, updates: list[Row]) -> None:
     plan = plan_query(sql, ["events"])
     assert plan.maintenance.strategy is not Strategy.GENERAL

@@ -59,6 +59,7 @@ def bound_millis(spark: SparkSession, query: TemporalQuery) -> list[dict[str, in
     return out
 
 
+@pytest.mark.slow
 def test_readme_filter_bound_is_thirty_days_and_a_millisecond_later(spark: SparkSession) -> None:
     view(spark, "events", [("hello", T0, T0_MS, 1)], EVENTS)
     plan = plan_query(
@@ -207,6 +208,7 @@ def accumulate(
         "AVG(d) FILTER (WHERE x IS NULL OR x < 3) AS m FROM numbers GROUP BY k",
     ],
 )
+@pytest.mark.slow
 def test_diff_weighted_aggregates_equal_the_query_over_consolidated_input(
     spark: SparkSession, sql: str
 ) -> None:

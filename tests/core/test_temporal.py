@@ -415,6 +415,7 @@ _EXPRESSIONS = [
     st.lists(st.sampled_from(["a > 1", "b IS NULL", "(c = 1 OR c = 2)"]), max_size=2),
     st.booleans(),
 )
+@pytest.mark.slow
 def test_any_mix_of_conjuncts_gives_one_bound_each_in_order(
     comparisons: list[tuple[str, str, bool]], others: list[str], aggregate: bool
 ) -> None:

@@ -56,6 +56,7 @@ def _argv(manifest: Path, tmp_path: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_thirty_days_give_one_insert_and_one_retraction(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -71,6 +72,7 @@ def test_thirty_days_give_one_insert_and_one_retraction(
     assert dataflow["stateRows"] == 0  # the retraction left state when it fired
 
 
+@pytest.mark.slow
 def test_expiration_offset_stops_before_it_with_only_the_insert(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -91,6 +93,7 @@ def test_expiration_offset_stops_before_it_with_only_the_insert(
     assert dataflow["stateRows"] == 0  # the retraction was dropped before state
 
 
+@pytest.mark.slow
 def test_expiration_keeps_fresh_rows_out_of_state(spark: SparkSession, tmp_path: Path) -> None:
     rows = [{"content": f"row {i}", "event_ts": format_timestamp(T)} for i in range(50)]
     figures = {}

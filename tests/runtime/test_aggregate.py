@@ -26,6 +26,7 @@ def _changelog(path: Path, name: str, updates: list[dict[str, Any]]) -> None:
     (path / name).write_text("".join(json.dumps(u) + "\n" for u in updates))
 
 
+@pytest.mark.slow
 def test_sum_per_key_over_a_changelog_with_its_own_times(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_sum_per_key_over_a_changelog_with_its_own_times(
         engine.close()
 
 
+@pytest.mark.slow
 def test_count_per_key_of_the_last_thirty_days(spark: SparkSession, tmp_path: Path) -> None:
     events = tmp_path / "events"
     insert_rows(

@@ -28,6 +28,7 @@ from dataflow_operator.runtime.inserts import insert_rows
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_chain_of_two_dataflows(spark: SparkSession, tmp_path: Path) -> None:
     events = tmp_path / "events"
     insert_rows(

@@ -145,6 +145,7 @@ class GrowingMap(StatefulProcessor):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_bucket_that_grows_in_spark_keeps_every_entry(
     spark: SparkSession, tmp_path: Path
 ) -> None:

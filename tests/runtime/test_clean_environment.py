@@ -55,6 +55,7 @@ def _clean_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_explain_of_a_files_source_works_outside_make(tmp_path: Path) -> None:
     result = _clean_run(tmp_path, "explain", "m.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -66,6 +67,7 @@ def test_explain_of_a_files_source_works_outside_make(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_run_prints_no_spark_or_worker_chatter(tmp_path: Path) -> None:
     """A query with state starts the workers that announce themselves on the JVM's stderr."""
     (tmp_path / "more").mkdir()

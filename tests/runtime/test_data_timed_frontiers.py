@@ -59,6 +59,7 @@ def test_the_producers_upper_completes_a_changelog_source_without_new_files(
     assert "incomplete" not in result.err
 
 
+@pytest.mark.slow
 def test_lateness_completes_a_changelog_source_behind_the_clock(
     spark: SparkSession, tmp_path: Path
 ) -> None:

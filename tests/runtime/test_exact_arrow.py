@@ -163,6 +163,7 @@ def test_a_clean_file_is_read_by_arrow_alone(
     assert len(read) == 10_000
 
 
+@pytest.mark.slow
 def test_a_file_arrow_stops_reading_midway_goes_on_row_by_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

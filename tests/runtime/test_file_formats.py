@@ -285,6 +285,7 @@ Arrow reads as two rows and the row-by-row reading refuses (as before formats ch
     ending=st.sampled_from(["\n", "\r\n", "\r"]),
     chunk=st.sampled_from([1, 8, 40, 1 << 20]),
 )
+@pytest.mark.slow
 def test_any_json_lines_file_reads_as_its_records_row_by_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str], ending: str, chunk: int
 ) -> None:

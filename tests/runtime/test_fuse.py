@@ -82,6 +82,7 @@ def _joins(frame: DataFrame) -> list[tuple[Any, Any]]:
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
+@pytest.mark.slow
 def test_every_join_gets_the_fuses_core_decides_and_the_result_is_unchanged(
     spark: SparkSession, views: None, name: str
 ) -> None:

@@ -32,6 +32,7 @@ def _source(name: str, path: Path, schema: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_a_range_join_and_max_are_maintained_by_recompute_and_diff(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -264,17 +264,20 @@ def test_joins_match_spark_on_fixed_seeds(spark: SparkSession, tmp_path: Path, s
 
 @settings(max_examples=examples(), deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+@pytest.mark.slow
 def test_joins_match_spark_on_random_changes(spark: SparkSession, seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="joins-") as directory:
         queries = seeded_half(JOINS, seed)  # the fixed seed above runs them all
         check_joins(spark, Path(directory), seed, batches=3, queries=queries)
 
 
+@pytest.mark.slow
 def test_joins_of_three_inputs_match_spark(spark: SparkSession, tmp_path: Path) -> None:
     check_joins(spark, tmp_path, seed=31, batches=4, restart_before=2, queries=CHAINS)
 
 
 @pytest.mark.local_cluster
+@pytest.mark.slow
 def test_a_restart_from_the_checkpoint_in_the_middle(spark: SparkSession, tmp_path: Path) -> None:
     # Each kind of state a join keeps: both sides' arrangements, the outer sides'
     # unmatched counts, and an aggregate's totals over the joined rows.
@@ -282,6 +285,7 @@ def test_a_restart_from_the_checkpoint_in_the_middle(spark: SparkSession, tmp_pa
     check_joins(spark, tmp_path, seed=99, batches=4, restart_before=2, queries=queries)
 
 
+@pytest.mark.slow
 def test_rows_held_in_fragments_match_spark_across_a_restart(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,6 +302,7 @@ def test_rows_held_in_fragments_match_spark_across_a_restart(
     )
 
 
+@pytest.mark.slow
 def test_a_join_of_a_dataflow_across_its_temporal_filter_retraction(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -28,6 +28,7 @@ def test_min_and_max_match_spark(spark: SparkSession, tmp_path: Path, seed: int)
     check_joins(spark, tmp_path, seed, queries=EXTREMES, strategy=Strategy.AGGREGATE)
 
 
+@pytest.mark.slow
 def test_count_distinct_over_a_join_matches_spark(spark: SparkSession, tmp_path: Path) -> None:
     joined = {
         "joined": (

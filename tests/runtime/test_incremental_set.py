@@ -44,12 +44,14 @@ def test_set_operations_match_spark(spark: SparkSession, tmp_path: Path, seed: i
 
 @settings(max_examples=examples(), deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+@pytest.mark.slow
 def test_set_operations_match_spark_on_random_changes(spark: SparkSession, seed: int) -> None:
     with tempfile.TemporaryDirectory(prefix="sets-") as directory:
         queries = seeded_half(SETS, seed)  # the fixed seed above runs them all
         check_joins(spark, Path(directory), seed, batches=3, queries=queries, strategy=Strategy.SET)
 
 
+@pytest.mark.slow
 def test_distinct_after_a_temporal_filter(spark: SparkSession, tmp_path: Path) -> None:
     events = tmp_path / "events"
     events.mkdir()

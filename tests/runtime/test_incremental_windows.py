@@ -32,10 +32,12 @@ WINDOWED = {
 
 
 @pytest.mark.parametrize("seed", seeds([21], wider=[3, 8, 50]))
+@pytest.mark.slow
 def test_time_windows_match_spark(spark: SparkSession, tmp_path: Path, seed: int) -> None:
     check_joins(spark, tmp_path, seed=seed, queries=WINDOWED, strategy=Strategy.AGGREGATE)
 
 
+@pytest.mark.slow
 def test_a_time_window_over_a_join_matches_spark(spark: SparkSession, tmp_path: Path) -> None:
     joined = {
         "joined": (

@@ -290,6 +290,7 @@ def test_an_insert_reads_the_other_sides_rows_not_its_own() -> None:
     assert {key[1] for key in state.read} == {-1, 0}
 
 
+@pytest.mark.slow
 def test_a_growing_side_is_merged_geometrically_not_rewritten_whole() -> None:
     """A key's facts arrive a few a batch for hundreds of batches: each full tail becomes a
     fragment that, once there are UNMERGED, takes in the newer fragments, so their sizes

@@ -48,6 +48,7 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_a_broker_out_of_reach_holds_the_dataflow_and_says_why(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -85,6 +86,7 @@ def test_a_broker_out_of_reach_holds_the_dataflow_and_says_why(
         engine.close()
 
 
+@pytest.mark.slow
 def test_the_dropped_retraction_comes_back_although_retention_deleted_the_record(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -128,6 +130,7 @@ def test_the_dropped_retraction_comes_back_although_retention_deleted_the_record
 
 
 @pytest.mark.kafka_broker
+@pytest.mark.slow
 def test_a_changed_dataflow_reads_its_kept_collection_then_kafka_after_it(
     spark: SparkSession, tmp_path: Path, kafka_broker: TansuBroker
 ) -> None:

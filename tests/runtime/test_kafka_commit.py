@@ -218,6 +218,7 @@ def test_the_group_is_committed_on_a_real_broker_and_never_moved_back(
 
 
 @pytest.mark.kafka_broker
+@pytest.mark.slow
 def test_a_commit_to_a_stopped_broker_fails_and_is_retried(
     tmp_path: Path, own_kafka_broker: TansuBroker
 ) -> None:

@@ -84,6 +84,7 @@ def _read_all(spark: SparkSession, tmp_path: Path, kafka_broker: TansuBroker) ->
     return staged
 
 
+@pytest.mark.slow
 def test_the_tasks_read_each_batch_in_ranges_and_every_record_counts_once(
     spark: SparkSession, tmp_path: Path, kafka_broker: TansuBroker
 ) -> None:
@@ -93,6 +94,7 @@ def test_the_tasks_read_each_batch_in_ranges_and_every_record_counts_once(
 
 
 @pytest.mark.local_cluster
+@pytest.mark.slow
 def test_the_executors_of_a_cluster_share_each_batch(
     spark: SparkSession, tmp_path: Path, kafka_broker: TansuBroker
 ) -> None:

@@ -393,6 +393,7 @@ def _collection_urls(ingest: KafkaIngest) -> list[str]:
 
 
 @pytest.mark.kafka_broker
+@pytest.mark.slow
 def test_a_broker_s_batched_records_are_all_read_once(
     tmp_path: Path, kafka_broker: TansuBroker
 ) -> None:
@@ -484,6 +485,7 @@ def test_a_stopped_broker_holds_the_source_which_resumes_by_itself(
 
 
 @pytest.mark.kafka_broker
+@pytest.mark.slow
 def test_a_topic_recreated_behind_the_source_is_one_clear_error(
     tmp_path: Path, own_kafka_broker: TansuBroker
 ) -> None:

@@ -49,6 +49,7 @@ objects = st.fixed_dictionaries(
 
 
 @given(st.lists(objects, min_size=1, max_size=20))
+@pytest.mark.slow
 def test_what_arrow_reads_is_what_the_values_parse_to_one_by_one(
     rows: list[dict[str, Any]],
 ) -> None:

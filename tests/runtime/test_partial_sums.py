@@ -61,6 +61,7 @@ rows_strategy = st.lists(
 
 
 @given(st.lists(rows_strategy, max_size=4))
+@pytest.mark.slow
 def test_sums_per_group_time_and_value_are_what_the_operator_would_add(
     batches: list[list[Row]],
 ) -> None:

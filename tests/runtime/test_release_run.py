@@ -56,6 +56,7 @@ def _event(directory: Path, name: str, content: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_deleted_file_is_retracted_from_the_ingested_collection_exactly_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_a_deleted_file_is_retracted_from_the_ingested_collection_exactly_once(
     assert not file.exists()
 
 
+@pytest.mark.slow
 def test_a_failed_archive_is_retried_and_never_stops_the_dataflow(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,6 +147,7 @@ def test_a_changed_spec_reads_what_was_released_from_the_ingested_collection(
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_table_s_files_are_folded_and_a_new_replica_still_reads_every_row(
     spark: SparkSession, tmp_path: Path
 ) -> None:

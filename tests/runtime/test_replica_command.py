@@ -147,6 +147,7 @@ def test_the_control_token_is_read_from_the_injected_file(tmp_path: Path) -> Non
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_serves_until_stopped(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -208,6 +209,7 @@ def test_serves_until_stopped(
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_expires_with_the_expired_exit_code(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -236,6 +238,7 @@ def test_expires_with_the_expired_exit_code(
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_the_entry_point_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     port = _free_port()
     env = {
@@ -280,6 +283,7 @@ def test_the_entry_point_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_the_control_api_answers_before_spark_is_up(tmp_path: Path) -> None:
     port = _free_port()
     start = int(time.time() * 1000)

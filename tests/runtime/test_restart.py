@@ -24,6 +24,7 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.mark.local_cluster
+@pytest.mark.slow
 def test_restart_after_expiration_regenerates_the_dropped_retraction_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:

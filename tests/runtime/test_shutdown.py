@@ -58,6 +58,7 @@ def spark_errors(spark: SparkSession) -> Iterator[Any]:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", ["cross", "nested-loop", "snapshot", "recursion"])
+@pytest.mark.slow
 def test_a_busy_dataflow_dropped_stops_quietly_while_its_sibling_advances(
     spark: SparkSession,
     tmp_path: Path,

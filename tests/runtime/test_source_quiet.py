@@ -109,6 +109,7 @@ def _later(seconds: float, action: Callable[[], object]) -> None:
     threading.Timer(seconds, action).start()
 
 
+@pytest.mark.slow
 def test_an_idle_reader_waits_for_the_clock_instead_of_answering_spark_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -52,6 +52,7 @@ def _one_day_filter(engine: Engine, events: Path) -> RunningDataflow:
     return running
 
 
+@pytest.mark.slow
 def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,6 +114,7 @@ def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_new_join_is_complete_and_hydrated_after_one_batch(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -146,6 +148,7 @@ def test_a_new_join_is_complete_and_hydrated_after_one_batch(
         engine.close()
 
 
+@pytest.mark.slow
 def test_idle_wall_steps_move_a_chain_of_dataflows_without_batches(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -200,6 +203,7 @@ def test_idle_wall_steps_move_a_chain_of_dataflows_without_batches(
         engine.close()
 
 
+@pytest.mark.slow
 def test_a_stateful_dataflow_goes_quiet_only_a_while_after_its_last_input(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -183,6 +183,7 @@ def _unchunk(body: bytes) -> str:
     return out.decode()
 
 
+@pytest.mark.slow
 def test_a_slow_subscriber_is_dropped_with_a_message_and_memory_stays_bounded(
     tmp_path: Path, replica: FakeReplica
 ) -> None:

@@ -16,6 +16,7 @@ from dataflow_operator.runtime.storage import Location
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_the_warm_up_runs_a_dataflow_and_removes_its_folder(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
