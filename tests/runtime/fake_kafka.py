@@ -9,7 +9,7 @@ holds the consumer groups' committed offsets."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +55,8 @@ class FileTopic:
     def partitions(self) -> list[int]:
         return sorted(int(p.stem) for p in self.directory.glob("*.jsonl"))
 
-    def watermarks(self, partition: int) -> tuple[int, int]:
-        return self._low(partition), len(self._records(partition))
+    def watermarks(self, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        return {p: (self._low(p), len(self._records(p))) for p in partitions}
 
     def fetch(
         self, starts: Mapping[int, int], max_records: int, timeout: float

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from time import sleep
 from typing import Any
@@ -58,8 +58,8 @@ class FakeTopic:
         self.listed += 1
         return sorted(self.logs)
 
-    def watermarks(self, partition: int) -> tuple[int, int]:
-        return self.low, self.low + len(self.logs[partition])
+    def watermarks(self, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        return {p: (self.low, self.low + len(self.logs[p])) for p in partitions}
 
     def fetch(
         self, starts: Mapping[int, int], max_records: int, timeout: float
@@ -525,7 +525,7 @@ def test_a_topic_shorter_than_the_positions_is_an_error_an_under_reported_end_is
     for t in (10, 20, 30):
         topic.produce(0, t, {"url": "/a"})
     start = {**START, "seq": 3, "partitions": {"0": 3}, "upper": 31}
-    topic.watermarks = lambda partition: (0, 1)  # type: ignore[method-assign]
+    topic.watermarks = lambda partitions: {p: (0, 1) for p in partitions}  # type: ignore[method-assign]
     assert _ingest(tmp_path, topic).latest(start, 3, now=None) is start
     topic.logs[0] = topic.logs[0][:1]  # made again, shorter
     with pytest.raises(

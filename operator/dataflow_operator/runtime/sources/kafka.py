@@ -231,8 +231,7 @@ class KafkaIngest:
             upper = max(upper, 0 if recorded is None else recorded.upper)
         highs: dict[int, int] = {}
         past: dict[int, int] = {}
-        for partition in self._topic_partitions():
-            low, high = self.client.watermarks(partition)
+        for partition, (low, high) in self.client.watermarks(self._topic_partitions()).items():
             position = positions.setdefault(partition, low)
             if position < low:
                 raise KafkaFailure(

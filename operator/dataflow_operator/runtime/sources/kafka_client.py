@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator, Mapping
+import time as wall
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -35,6 +36,12 @@ QUIET_DEFAULTS: dict[str, str | bool] = {"log_level": "2"}
 """The Kafka clients' defaults (a source's ``properties`` override them): librdkafka's own
 lines (one per failed connection attempt, several a second while a broker is down) are
 left out; the source reports an outage itself (one warning, ``lastReadError``, a metric)."""
+
+PROBE_MESSAGES = 10_000
+PROBE_WAIT = 0.01
+"""While probing, each call takes what has come (up to :data:`PROBE_MESSAGES`, waiting
+at most this long): a probed record may open a batch of many (Tansu's answer is a
+batch's first offset), all of them before the next partition's."""
 
 FETCH_DEFAULTS: dict[str, str | bool] = {"fetch.wait.max.ms": "100", **QUIET_DEFAULTS}
 """The reader's defaults (a source's ``properties`` override them): a fetch the broker
@@ -72,8 +79,8 @@ class KafkaReader(Protocol):
         """The topic's partitions."""
         ...
 
-    def watermarks(self, partition: int) -> tuple[int, int]:
-        """The partition's low watermark (oldest offset kept) and high watermark (the
+    def watermarks(self, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """Each partition's low watermark (oldest offset kept) and high watermark (the
         offset the next record gets)."""
         ...
 
@@ -155,46 +162,63 @@ class ConfluentReader:
         except KafkaException as error:
             raise KafkaUnavailable(f"topic {self.topic!r}: {error}") from None
 
-    def watermarks(self, partition: int) -> tuple[int, int]:
-        """Low and high watermark, asked of the broker (ListOffsets).
+    def watermarks(self, partitions: Sequence[int]) -> dict[int, tuple[int, int]]:
+        """Low and high watermark of each partition, asked of the broker (ListOffsets).
 
         Some Kafka-compatible brokers (Tansu) answer ListOffsets with the last *batch's*
         base offset + 1, which would leave a batch's other records unread until another
         is produced; their fetch responses carry the right high watermark. So the record
-        below the answer is fetched (:meth:`_probe`) and the high watermark is the larger
-        of the two answers: on Kafka they agree, and the probe is made again only when
-        the answer moves; where they differ, at every call (a topic made again under
-        the same answer must not be taken for the old one)."""
+        below each answer is fetched (:meth:`_probe`, all partitions in one fetch) and
+        the high watermark is the larger of the two answers: on Kafka they agree, and a
+        partition is probed again only when its answer moves; where they differ, at
+        every call (a topic made again under the same answer must not be taken for the
+        old one)."""
         from confluent_kafka import TopicPartition
 
-        where = TopicPartition(self.topic, partition)
-        with self._unavailable():
-            found = self.consumer.get_watermark_offsets(
-                where, timeout=REQUEST_SECONDS, cached=False
-            )
-        if found is None:
-            raise KafkaUnavailable(f"topic {self.topic!r} partition {partition}: no watermarks")
-        low, listed = int(found[0]), int(found[1])
-        known = self._highs.get(partition)
-        if known is not None and known == (listed, listed):
-            return low, listed  # answered right last time, and the same
-        high = listed
-        if listed > low:
-            high = max(listed, self._probe(partition, listed - 1))
-        self._highs[partition] = (listed, high)
-        return low, high
+        listed: dict[int, tuple[int, int]] = {}
+        for partition in partitions:
+            where = TopicPartition(self.topic, partition)
+            with self._unavailable():
+                found = self.consumer.get_watermark_offsets(
+                    where, timeout=REQUEST_SECONDS, cached=False
+                )
+            if found is None:
+                raise KafkaUnavailable(f"topic {self.topic!r} partition {partition}: no watermarks")
+            listed[partition] = (int(found[0]), int(found[1]))
+        probe = {
+            partition: high - 1
+            for partition, (low, high) in listed.items()
+            if high > low and self._highs.get(partition) != (high, high)
+        }
+        fetched = self._probe(probe) if probe else {}
+        answers = {}
+        for partition, (low, high) in listed.items():
+            answer = max(high, fetched.get(partition, -1))
+            self._highs[partition] = (high, answer)
+            answers[partition] = (low, answer)
+        return answers
 
-    def _probe(self, partition: int, offset: int) -> int:
-        """The high watermark a fetch of the record at ``offset`` answers (-1: none)."""
+    def _probe(self, offsets: Mapping[int, int]) -> dict[int, int]:
+        """The high watermark a fetch of the record at each partition's offset answers
+        (-1: none): one assignment of them all, consumed until each has given a record
+        or :data:`REQUEST_SECONDS` have passed, then given up, so that no fetch the broker
+        holds open delays the next ListOffsets (by up to ``fetch.wait.max.ms`` each)."""
         from confluent_kafka import TopicPartition
 
-        where = TopicPartition(self.topic, partition, offset)
+        waiting = set(offsets)
+        deadline = wall.monotonic() + REQUEST_SECONDS
         with self._unavailable():
-            self.consumer.assign([where])
-            self.consumer.consume(num_messages=1, timeout=REQUEST_SECONDS)
-            cached = self.consumer.get_watermark_offsets(where, cached=True)
-        self._next = {partition: offset + 1}
-        return int(cached[1]) if cached is not None else -1
+            self.consumer.assign([TopicPartition(self.topic, p, o) for p, o in offsets.items()])
+            while waiting and (left := deadline - wall.monotonic()) > 0:
+                got = self.consumer.consume(PROBE_MESSAGES, timeout=min(left, PROBE_WAIT))
+                waiting.difference_update(int(message.partition() or 0) for message in got)
+            cached = {
+                p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), cached=True)
+                for p in offsets
+            }
+            self.consumer.unassign()
+        self._next = {}
+        return {p: int(found[1]) if found is not None else -1 for p, found in cached.items()}
 
     def fetch(
         self, starts: Mapping[int, int], max_records: int, timeout: float
@@ -203,7 +227,7 @@ class ConfluentReader:
         is re-assigned only when ``starts`` differ from where the last fetch left off."""
         from confluent_kafka import KafkaError, TopicPartition
 
-        if dict(starts) != {p: o for p, o in self._next.items() if p in starts}:
+        if dict(starts) != self._next:
             assignment = [TopicPartition(self.topic, p, o) for p, o in starts.items()]
             with self._unavailable():
                 self.consumer.assign(assignment)
