@@ -38,10 +38,12 @@ lines (one per failed connection attempt, several a second while a broker is dow
 left out; the source reports an outage itself (one warning, ``lastReadError``, a metric)."""
 
 PROBE_MESSAGES = 10_000
+"""How many records one call takes while probing: a probed record may open a batch of
+many (Tansu's answer is a batch's first offset), all of them before the next partition's."""
+
 PROBE_WAIT = 0.01
-"""While probing, each call takes what has come (up to :data:`PROBE_MESSAGES`, waiting
-at most this long): a probed record may open a batch of many (Tansu's answer is a
-batch's first offset), all of them before the next partition's."""
+"""How long one call waits while probing (seconds): it takes what has come, and the probe
+goes on until every partition has answered."""
 
 FETCH_DEFAULTS: dict[str, str | bool] = {"fetch.wait.max.ms": "100", **QUIET_DEFAULTS}
 """The reader's defaults (a source's ``properties`` override them): a fetch the broker
