@@ -1,7 +1,8 @@
 """Fixtures on a real kube-apiserver + etcd (one per test session) and a test kubelet.
 
-The binaries come from ``KUBEBUILDER_ASSETS`` or the shared ``../shared/envtest`` folder;
-where neither exists every test here is skipped with one line. Every test is marked
+The binaries come from ``KUBEBUILDER_ASSETS``, the shared ``../shared/envtest`` folder or
+where it unpacked them (:func:`find_assets`); where none holds them every test here is
+skipped with one line. Every test is marked
 ``envtest``, which ``tools/test_lanes.py`` runs in its one-process lane (one API server a
 run), and starts from a clean ``default`` namespace. The control plane's logs are kept (and their folder printed) when a test
 here failed.
@@ -46,7 +47,9 @@ def env_cluster(
     """etcd + kube-apiserver for the session, bootstrapped; stopped at its end."""
     assets = find_assets()
     if assets is None:
-        pytest.skip("no kube-apiserver: set KUBEBUILDER_ASSETS (or provide ../shared/envtest)")
+        pytest.skip(
+            "no kube-apiserver: set KUBEBUILDER_ASSETS, or run ../shared/envtest/install once"
+        )
     workdir = tmp_path_factory.mktemp("envtest")
     plane = ControlPlane(assets, workdir / "control-plane")
     try:

@@ -2,7 +2,9 @@
 
 Where the binaries are: ``KUBEBUILDER_ASSETS`` (controller-runtime's convention), else
 the shared folder ``../shared/envtest`` beside the repository, whose ``install`` unpacks
-them and prints their folder. :func:`find_assets` returns ``None`` where neither exists.
+them and prints their folder, else a folder that install (or ``setup-envtest``) already
+unpacked them into — so a checkout anywhere else on the machine finds them too.
+:func:`find_assets` returns ``None`` where none of these holds them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = ["ADMIN_TOKEN", "SERVICE_CIDR", "ControlPlane", "find_assets"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_INSTALL = ROOT.parent / "shared" / "envtest" / "install"
+BINARIES = ("etcd", "kube-apiserver")
 ADMIN_TOKEN = "envtest-admin-token"
 SERVICE_CIDR = "10.0.0.0/24"
 """Service cluster IPs; the ``kubernetes`` Service is its first address, 10.0.0.1."""
@@ -37,7 +40,20 @@ def find_assets() -> Path | None:
             [str(SHARED_INSTALL)], check=True, capture_output=True, text=True
         ).stdout
         return Path(out.strip().splitlines()[-1])
-    return None
+    return next((folder for folder in unpacked_folders() if _holds_binaries(folder)), None)
+
+
+def unpacked_folders() -> list[Path]:
+    """Where the binaries are unpacked by default: the shared install's cache folder, then
+    ``setup-envtest``'s store (its versions' folders, the last name first)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    store = sorted((data / "kubebuilder-envtest" / "k8s").glob("*"), reverse=True)
+    return [cache / "dataflow-envtest", *store]
+
+
+def _holds_binaries(folder: Path) -> bool:
+    return all(os.access(folder / name, os.X_OK) for name in BINARIES)
 
 
 def _free_port() -> int:
