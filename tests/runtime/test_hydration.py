@@ -14,7 +14,7 @@ from dataflow_operator.core.hydration import ROOT_GROUP, Progress, hydrated_node
 from dataflow_operator.core.plan import PlanTree, RawNode, number_plan
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.runtime.hydration.dataflow import DataflowHydration
-from dataflow_operator.runtime.hydration.monitor import HydrationMonitor
+from dataflow_operator.runtime.hydration.monitor import HydrationMonitor, shared_monitor
 from dataflow_operator.runtime.hydration.probe import StreamingQueryProbe
 from dataflow_operator.runtime.hydration.tracker import HydrationStatus, HydrationTracker
 
@@ -241,9 +241,12 @@ def test_large_snapshot_hydrates_stage_by_stage(spark: SparkSession, tmp_path: P
 
 @pytest.mark.spark
 def test_engine_reports_nodes_hydrating_before_the_dataflow(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Through the replica engine's report: some nodes, then all, then the dataflow."""
+    """Through the replica engine's report: some nodes, then all, then the dataflow.
+
+    The monitor polls every 20 ms here, not every half second: on an idle machine this
+    snapshot's last stage can end within one default poll, and then no report is partial."""
     import threading
 
     from dataflow_operator.api.dataflow import DataflowSpec
@@ -266,6 +269,7 @@ def test_engine_reports_nodes_hydrating_before_the_dataflow(
             "sql": "SELECT k, sum(v) AS s, count(*) AS c FROM events GROUP BY k",
         }
     )
+    monkeypatch.setattr(shared_monitor(), "interval", 0.02)
     start = int(time.time() * 1000)
     engine = Engine(spark, EngineConfig(state_dir=tmp_path / "state", start_time=start))
     seen = []
@@ -279,7 +283,7 @@ def test_engine_reports_nodes_hydrating_before_the_dataflow(
             seen.append(report)
             if report.hydrated or report.last_error or not step.is_alive():
                 break
-            time.sleep(0.1)
+            time.sleep(0.02)
         step.join(timeout=240)
         (final,) = engine.report().dataflows
     finally:
