@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python tools/install_k8s_tools.py $(BIN) >/dev/null
 	touch $(STAMP)
 
-## test: everything CI runs — static checks, then the whole test suite in two lanes
-## (tools/test_lanes.py: the in-process Spark tests beside the rest; e2e skips without kind).
+## test: everything CI runs — static checks, then the whole test suite in two lanes, one
+## after the other (tools/test_lanes.py: the rest, then the Spark tests; e2e skips without kind).
 test: lint pytest
 
 ## test-fast: the inner loop — static checks and every test but those marked slow.

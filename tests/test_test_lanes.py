@@ -50,3 +50,32 @@ def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: P
     other = next(line for line in tail if line.startswith("lane other: slowest modules: "))
     seconds = re.fullmatch(r"lane other: slowest modules: test_sample (\d+) s \(of \1 s\)", other)
     assert seconds is not None and int(seconds.group(1)) >= 1, other  # the 1 s sleep
+
+
+@pytest.mark.slow
+def test_the_whole_suite_runs_the_other_lane_then_the_spark_lane(tmp_path: Path) -> None:
+    times = tmp_path / "times"
+    (tmp_path / "test_order.py").write_text(
+        "import pytest, time\n"
+        "def _record(name, seconds):\n"
+        "    began = time.time(); time.sleep(seconds)\n"
+        f"    with open({str(times)!r}, 'a') as out:\n"
+        "        out.write(f'{name} {began} {time.time()}\\n')\n"
+        "def test_other():\n    _record('other', 1.0)\n"
+        "@pytest.mark.spark\ndef test_spark():\n    _record('spark', 0.1)\n"
+    )
+    lanes = [sys.executable, str(TOOL), "--workers", "1", "-p", "no:cacheprovider", "-q"]
+    warnings = ["-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    run = subprocess.run(
+        [*lanes, *warnings, str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    spans = {
+        name: (float(a), float(b)) for name, a, b in map(str.split, times.read_text().splitlines())
+    }
+    assert spans["spark"][0] >= spans["other"][1], spans  # not side by side

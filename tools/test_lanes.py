@@ -1,4 +1,4 @@
-"""Run the test suite in two lanes side by side, as ``make test`` and ``make test-fast`` do.
+"""Run the test suite in two lanes, as ``make test`` and ``make test-fast`` do.
 
 - the **spark** lane: every test that starts Spark, one at a time in one pytest process, so
   one Spark application runs at a time on the machine: the tests on the shared in-process
@@ -8,6 +8,12 @@
   (marker ``envtest``: one API server for the run);
 - the **other** lane: everything else (pure units, manifests, the operator on the emulator
   with stand-in replicas, the console scripts that start no Spark) on pytest-xdist workers.
+
+The whole suite runs the lanes one after the other, the other lane first (its failures
+show within minutes): on two cores the spark lane alone keeps both busy, and side by
+side the two lanes took longer than one after the other (docs/architecture.md, "Tests").
+``--fast`` runs them side by side: its Spark tests are short and mostly wait for Spark's
+start.
 
 Each lane's lines are printed as they come, prefixed with the lane's name; at the end each
 lane's slowest test modules (from its JUnit report: where the time goes) and its failed
@@ -125,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, extra = parser.parse_known_args(argv)
     lanes = [
-        Lane("spark", "spark or spark_session or envtest", ["-n", "0"]),
         Lane("other", "not (spark or spark_session or envtest)", ["-n", args.workers]),
+        Lane("spark", "spark or spark_session or envtest", ["-n", "0"]),
     ]
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="test-lanes-") as reports:
@@ -138,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for thread in threads:
             thread.start()
+            if not args.fast:
+                thread.join()  # one lane at a time
         for thread in threads:
             thread.join()
         slowest = [slowest_line(lane.name, Path(reports, f"{lane.name}.xml")) for lane in lanes]
