@@ -138,6 +138,11 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
     ),
     "anonymous aggregate": ("SELECT a, try_sum(b) FROM events GROUP BY a", Strategy.GENERAL),
     "window": ("SELECT a, ROW_NUMBER() OVER (ORDER BY b) FROM events", Strategy.GENERAL),
+    "top-n": (
+        "SELECT a FROM (SELECT a, ROW_NUMBER() OVER (PARTITION BY a ORDER BY b) AS r "
+        "FROM events) WHERE r <= 3",
+        Strategy.TOP_N,
+    ),
     "tumbling window": (
         "SELECT window.start, COUNT(*) FROM events GROUP BY window(b, '1 hour')",
         Strategy.AGGREGATE,
@@ -201,7 +206,8 @@ def test_classification(case: str) -> None:
         assert parse(text).sql(dialect=DIALECT) == text
     assert (plan.join is not None) == (strategy is Strategy.JOIN)
     assert (plan.multiset is not None) == (strategy is Strategy.SET)
-    if strategy in (Strategy.GENERAL, Strategy.JOIN, Strategy.SET):
+    assert (plan.top_n is not None) == (strategy is Strategy.TOP_N)
+    if strategy in (Strategy.GENERAL, Strategy.JOIN, Strategy.SET, Strategy.TOP_N):
         assert plan.sql == plan.snapshot_sql
 
 

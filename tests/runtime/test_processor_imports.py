@@ -21,6 +21,7 @@ HEAVY = ("pandas", "numpy", "pyarrow", "sqlglot", "pydantic")
         "dataflow_operator.runtime.strategies.aggregate",
         "dataflow_operator.runtime.strategies.arrangement",
         "dataflow_operator.runtime.strategies.row_counts",
+        "dataflow_operator.runtime.strategies.top_n_rows",
     ],
 )
 def test_the_pre_init_runner_imports_nothing_heavy_for_a_processor(module: str) -> None:

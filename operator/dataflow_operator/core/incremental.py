@@ -4,7 +4,7 @@ Every input relation is a changelog: the source's columns followed by ``__time``
 (BIGINT epoch ms, the update's logical time) and ``__diff`` (BIGINT, the change in
 multiplicity), in that order, as the last two columns. :func:`plan_query` is the engine's
 entry point: it finds the temporal filter (:mod:`dataflow_operator.core.temporal`) and
-classifies what remains into one of three strategies:
+classifies what remains into one of these strategies:
 
 ``LINEAR``
     ``SELECT … FROM one_source [WHERE …]`` (projection and filter; generators such as
@@ -31,9 +31,15 @@ classifies what remains into one of three strategies:
     two linear queries: per-row multiplicities, see :mod:`dataflow_operator.core.multiset`.
     :attr:`MaintenancePlan.multiset` is its plan.
 
+``TOP_N``
+    ``ROW_NUMBER() OVER ([PARTITION BY …] ORDER BY …)`` over a linear query of one source,
+    its rank bounded by constants in the outer ``WHERE``: the ranked rows kept per
+    partition, see :mod:`dataflow_operator.core.top_n`. :attr:`MaintenancePlan.top_n` is
+    its plan.
+
 ``GENERAL``
     Anything else: other joins, other DISTINCT and set operations, min/max and other
-    aggregates, window functions,
+    aggregates, other window functions,
     LIMIT, subqueries, CTEs and WITH RECURSIVE, set operations other than UNION ALL of
     linear queries. At each time the engine recomputes :attr:`MaintenancePlan.sql` over
     the *consolidated* inputs (each relation's rows with the sum of their diffs up to that
@@ -90,6 +96,7 @@ from dataflow_operator.core.temporal import (
     plan_temporal,
     remove_temporal_filters,
 )
+from dataflow_operator.core.top_n import TopNPlan, top_n_shape
 
 __all__ = [
     "COUNT",
@@ -121,6 +128,7 @@ class Strategy(enum.Enum):
     AGGREGATE = "aggregate"
     JOIN = "join"
     SET = "set"
+    TOP_N = "top_n"
     GENERAL = "general"
 
 
@@ -198,6 +206,7 @@ class MaintenancePlan:
     - ``aggregate``: set for AGGREGATE only.
     - ``join``: set for JOIN only; ``sql`` is then the query itself, as for GENERAL.
     - ``multiset``: set for SET only; ``sql`` is then the query itself.
+    - ``top_n``: set for TOP_N only; ``sql`` is then the query itself.
     - ``recompute_reason``: set for GENERAL only: what no incremental strategy covers, in
       a user's words (:func:`~dataflow_operator.core.recompute.recompute_reason`).
     """
@@ -209,6 +218,7 @@ class MaintenancePlan:
     aggregate: AggregatePlan | None = None
     join: JoinShape | None = None
     multiset: MultisetPlan | None = None
+    top_n: TopNPlan | None = None
     recompute_reason: str | None = None
 
 
@@ -312,6 +322,9 @@ def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
     multiset = multiset_shape(tree) if not ctes else None
     if multiset is not None:
         return MaintenancePlan(Strategy.SET, snapshot, snapshot, inputs, multiset=multiset)
+    top_n = top_n_shape(tree) if not ctes else None
+    if top_n is not None:
+        return MaintenancePlan(Strategy.TOP_N, snapshot, snapshot, inputs, top_n=top_n)
     return MaintenancePlan(
         Strategy.GENERAL, snapshot, snapshot, inputs, recompute_reason=recompute_reason(tree)
     )

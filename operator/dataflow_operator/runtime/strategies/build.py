@@ -35,6 +35,7 @@ from dataflow_operator.core.incremental import (
 from dataflow_operator.core.join import JOINED, joined_column
 from dataflow_operator.core.sql_shape import FILTERED
 from dataflow_operator.core.temporal import TemporalBound
+from dataflow_operator.core.top_n import RANKED
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.sources.frames import (
     SourceInput,
@@ -50,6 +51,7 @@ from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
 from dataflow_operator.runtime.strategies.partial_sums import PartialSums, sums_exactly
 from dataflow_operator.runtime.strategies.temporal_filter import apply_bounds
+from dataflow_operator.runtime.strategies.top_n import top_n_changelog, unordered_type
 
 __all__ = [
     "UNRESOLVED_JOIN",
@@ -266,6 +268,23 @@ def _multiset(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFr
     return _as_output(frame, _snapshot_schema(spark, plan))
 
 
+def _top_n(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame | str:
+    """The TOP_N strategy over the registered inputs (under the views' lock), or why it
+    recomputes instead (an ``ORDER BY`` value of a type it cannot sort as Spark does)."""
+    top_n = plan.maintenance.top_n
+    assert top_n is not None
+    inner = spark.sql(top_n.input_sql)
+    unordered = unordered_type(top_n, inner)
+    if unordered is not None:
+        return f"a top-N ordered by a value of type {unordered}"
+    top_n_changelog(top_n, inner, until=until).createOrReplaceTempView(RANKED)
+    try:
+        frame = spark.sql(top_n.output_sql)
+    finally:
+        spark.catalog.dropTempView(RANKED)
+    return _as_output(frame, _snapshot_schema(spark, plan))
+
+
 UNRESOLVED_JOIN = (
     "the join does not resolve against its inputs' columns (an ambiguous name, or join "
     "keys of different kinds)"
@@ -358,12 +377,21 @@ def build_dataflow(
                 filtered = apply_bounds(inner, bounds, until, previous_until)
                 filtered.createOrReplaceTempView(FILTERED)
             joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
-            if strategy is Strategy.GENERAL or (strategy is Strategy.JOIN and joined is None):
+            top_n = _top_n(spark, plan, until) if strategy is Strategy.TOP_N else None
+            reason: str | None = None
+            if strategy is Strategy.GENERAL:
                 reason = planned_recompute_reason(plan) or UNRESOLVED_JOIN
+            elif strategy is Strategy.JOIN and joined is None:
+                reason = UNRESOLVED_JOIN
+            elif isinstance(top_n, str):
+                reason = top_n
+            if reason is not None:
                 general = _general(spark, plan, bounds, work_dir, reason)
                 return replace(general, sources=tuple(sources))
             if joined is not None:
                 frame = joined
+            elif isinstance(top_n, DataFrame):
+                frame = top_n
             elif strategy is Strategy.SET:
                 frame = _multiset(spark, plan, until)
             elif strategy is Strategy.AGGREGATE:
@@ -378,8 +406,9 @@ def build_dataflow(
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
     columns = tuple(c for c in frame.columns if c not in (TIME, DIFF))
-    # Joins and set operations hold their output until the inputs are complete to its time.
-    held = strategy in (Strategy.JOIN, Strategy.SET)
+    # Joins, set operations and top-Ns hold their output until the inputs are complete to
+    # its time.
+    held = strategy in (Strategy.JOIN, Strategy.SET, Strategy.TOP_N)
     return BuiltDataflow(
         frame=frame,
         columns=columns,
