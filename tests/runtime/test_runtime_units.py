@@ -118,6 +118,22 @@ def test_wall_ticks_start_a_tick_apart_and_never_wait_after_a_long_batch() -> No
     assert time.monotonic() - before < 0.05
 
 
+def test_a_wall_tick_comes_early_for_a_time_the_plan_is_woken_for() -> None:
+    import time
+
+    wake_at: list[int | None] = [None]
+    times = TickPlan(start=0, tick=2000, simulated=False, batches=3).times(wake=lambda: wake_at[0])
+    next(times)
+    due = int(time.time() * 1000) + 300  # before the next tick, 2 s away
+    wake_at[0] = due
+    woken = next(times)
+    assert due <= woken < due + 150  # the clock reads the time it woke for, not before
+    wake_at[0] = woken - 1  # a time already past: the tick is a whole tick again
+    began = time.monotonic()
+    next(times)
+    assert 1.9 <= time.monotonic() - began < 2.2
+
+
 def test_insert_is_one_new_whole_file(tmp_path: Path) -> None:
     target = insert_rows(tmp_path / "t", [{"a": 1}, {"a": 2}])
     assert list_data_files(Location.of(tmp_path / "t")) == [target.name]

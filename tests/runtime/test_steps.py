@@ -82,6 +82,8 @@ def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
         # retraction's time (START + DAY + 1 ms), not past it.
         engine.step(START + DAY, complete=False)
         assert (batches(), frontier()) == (1, START + DAY + 1)
+        # A wall clock wakes for it, rather than at its next tick.
+        assert engine.next_due() == START + DAY + 1
         # The retraction is due: the step runs the batch and settles it (a batch runs
         # with the watermark of the one before), so it comes out in this step.
         engine.step(START + 2 * DAY, complete=False)

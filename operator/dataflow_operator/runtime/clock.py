@@ -12,7 +12,7 @@ import json
 import os
 import threading
 import time as wall
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,9 +117,11 @@ class TickPlan:
     """The times of the batches a run executes.
 
     Simulated: ``start``, ``start + tick``, … Wall: the wall clock at each tick (a batch
-    starts ``tick`` after the one before, or at once when that one took longer). With
-    ``until`` the run ends once its output is complete up to ``until`` (the last batch
-    runs at ``until - 1``); with ``batches`` after that many.
+    starts ``tick`` after the one before, or at once when that one took longer), and
+    earlier when ``wake`` names a time before the next tick (epoch ms: an update the
+    dataflows hold falls due then, and comes out within a step of its time rather than
+    after up to a tick more). With ``until`` the run ends once its output is complete up
+    to ``until`` (the last batch runs at ``until - 1``); with ``batches`` after that many.
     """
 
     start: Timestamp
@@ -128,8 +130,11 @@ class TickPlan:
     until: Timestamp | None = None
     batches: int | None = None
 
-    def times(self) -> Iterator[Timestamp]:
-        """The batch times, in order; may be endless (no ``until`` and no ``batches``)."""
+    def times(self, wake: Callable[[], Timestamp | None] | None = None) -> Iterator[Timestamp]:
+        """The batch times, in order; may be endless (no ``until`` and no ``batches``).
+        ``wake``, asked before each wait on the wall clock: the time to wake at if it
+        comes before the next tick (``None``: none; a time not after the last batch's is
+        no reason to wake)."""
         count = 0
         previous: Timestamp | None = None
         began = wall.monotonic()
@@ -138,7 +143,12 @@ class TickPlan:
                 now = self.start + count * self.tick
             else:
                 if previous is not None:
-                    wall.sleep(max(0.0, began + self.tick / 1000 - wall.monotonic()))
+                    deadline = began + self.tick / 1000
+                    due = wake() if wake is not None else None
+                    if due is not None and due > previous:  # a millisecond past it: read at once
+                        at = wall.monotonic() + (due + 1) / 1000 - wall.time()
+                        deadline = min(deadline, at)
+                    wall.sleep(max(0.0, deadline - wall.monotonic()))
                 began = wall.monotonic()
                 now = max(int(wall.time() * 1000), (previous or -1) + 1)
             if self.until is not None and now >= self.until:

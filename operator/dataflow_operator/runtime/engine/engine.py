@@ -324,6 +324,20 @@ class Engine:
                     self._notify(running.name)
             self.release_inputs()
 
+    def next_due(self) -> Timestamp | None:
+        """The earliest time after the last step at which a dataflow's state has an
+        update due (a temporal filter's retraction, held output), as far as the idle
+        checks have read: a wall clock wakes for it rather than at its next tick."""
+        with self._lock:
+            times = [
+                due
+                for entry in self._entries.values()
+                if entry.running is not None
+                and (due := entry.running.due_at()) is not None
+                and (self.now is None or due > self.now)
+            ]
+        return min(times, default=None)
+
     def _give_time(
         self, running: RunningDataflow, clock_time: Timestamp | None, *, complete: bool
     ) -> tuple[bool, bool]:

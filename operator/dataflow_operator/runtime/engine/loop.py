@@ -32,7 +32,7 @@ def run_plan(
     """
     expiration = engine.config.expiration
     last: Timestamp | None = None
-    for time in plan.times():
+    for time in plan.times(wake=engine.next_due):
         if stop is not None and stop.is_set():
             last = None
             break

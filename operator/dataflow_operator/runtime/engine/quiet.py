@@ -18,7 +18,8 @@ step asks first (:meth:`IdleCheck.check`):
   but only once it has had nothing new for :data:`QUIET_AFTER` (until then it runs its
   batches as a busy dataflow does: input that comes often finds no state read in its
   way). The frontier moves up to the earliest of them without a batch; a step at or past
-  it runs the batch and settles it, so the update comes out in that step.
+  it runs the batch and settles it, so the update comes out in that step. A wall clock
+  steps at that time rather than at its next tick (:meth:`IdleCheck.due_at`).
 
 Nothing a batch would emit is skipped: every update of a later batch is at a time at or
 past the frontier moved to (new input is at or past its source's upper; a timer fires at
@@ -153,6 +154,11 @@ class IdleCheck:
         if timer is not None and timer <= now:
             return Step(due=True)
         return Step(upper=target if timer is None else min(target, timer))
+
+    def due_at(self) -> int | None:
+        """The earliest timer of its state as last read (``None``: none, or not read):
+        when an idle dataflow next has an update to emit."""
+        return None if self._timers is None else self._timers[1]
 
     def _settled_offsets(self, batch: int) -> dict[int, dict[str, Any]] | None:
         """Each source's offset (by its index) in ``batch``, read once; ``None`` unless

@@ -242,6 +242,11 @@ class RunningDataflow:
             holding=self.holding(),
         )
 
+    def due_at(self) -> Timestamp | None:
+        """When its state next has an update to emit, as its idle check last read it
+        (``None``: nothing known; see :mod:`.quiet`)."""
+        return None if self._idle is None else self._idle.due_at()
+
     def advance_idle(self, upper: int) -> None:
         """Its output is complete below ``upper`` without a batch (see :mod:`.quiet`)."""
         with self._store_lock:
