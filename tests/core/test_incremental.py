@@ -165,7 +165,12 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "SELECT a, COUNT(*) FROM events WHERE a IN (SELECT a FROM users) GROUP BY a",
         Strategy.GENERAL,
     ),
-    "derived table": ("SELECT a FROM (SELECT a FROM events) AS s", Strategy.GENERAL),
+    "derived table": ("SELECT a FROM (SELECT a FROM events) AS s", Strategy.LINEAR),
+    "derived table without an alias": ("SELECT a FROM (SELECT a FROM events)", Strategy.GENERAL),
+    "derived table with a star and more": (
+        "SELECT a FROM (SELECT *, 1 AS one FROM events) AS s",
+        Strategy.GENERAL,
+    ),
     "cte": ("WITH s AS (SELECT a FROM events) SELECT a FROM s", Strategy.GENERAL),
     "recursive cte": (
         "WITH RECURSIVE r AS (SELECT 1 AS n UNION ALL SELECT n + 1 FROM r WHERE n < 5) "

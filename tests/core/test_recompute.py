@@ -41,21 +41,15 @@ SOURCES = ["t", "u", "v"]
         ("SELECT sum(DISTINCT a) AS s FROM t", "SUM(DISTINCT a) (of the DISTINCT aggregates"),
         ("SELECT a, sum(b) AS s FROM t GROUP BY ROLLUP (a)", "GROUPING SETS, CUBE or ROLLUP"),
         ("SELECT t.a FROM t, u WHERE t.a < u.a", "a cross join (no equality between the inputs)"),
-        (
-            "SELECT x.a, y.m FROM (SELECT a, count(*) AS n FROM t GROUP BY a) x "
-            "JOIN (SELECT a, max(b) AS m FROM u GROUP BY a) y ON x.a = y.a",
-            "a join of x, which is an aggregate (maintain that as a dataflow of its own, and "
-            "join the dataflow)",
-        ),
-        (
-            "SELECT t.a FROM t JOIN (SELECT u.a FROM u JOIN v ON u.a = v.a) w ON t.a = w.a",
-            "a join of w, which is a join",
-        ),
-        (  # Nexmark's q4: an equi-join in the inner query, an aggregate of an aggregate
-            "SELECT q.b, avg(q.m) AS a FROM (SELECT t.b, max(u.b) AS m FROM t, u "
-            "WHERE t.a = u.a AND u.c BETWEEN t.c AND t.d GROUP BY t.a, t.b) q GROUP BY q.b",
+        (  # a global aggregate of an aggregate: its one row exists over no group too
+            "SELECT count(*) AS n FROM (SELECT a, count(*) AS c FROM t GROUP BY a) q",
             "an aggregate of q, which is an aggregate (maintain that as a dataflow of its own, "
             "and read the dataflow)",
+        ),
+        (  # a join of a recomputed aggregate: the aggregate is what to change
+            "SELECT x.a FROM t x JOIN (SELECT a, percentile(b, 0.5) AS p FROM u GROUP BY a) y "
+            "ON x.a = y.a",
+            "the aggregate PERCENTILE(b, 0.5)",
         ),
         (
             "SELECT a, count(*) AS n, session_window.start AS s FROM t "
@@ -63,9 +57,9 @@ SOURCES = ["t", "u", "v"]
             "GROUP BY session_window(…) (a session grows and merges as rows arrive; tumbling "
             "and sliding window(…) keys are kept incrementally)",
         ),
-        (  # a filter of an aggregate is not an aggregate of one
-            "SELECT q.a FROM (SELECT a, count(*) AS n FROM t GROUP BY a, b) q WHERE q.n > 1",
-            "a filter or projection of q, which is an aggregate",
+        (  # a subquery without an alias: its columns cannot be named from outside
+            "SELECT a FROM (SELECT a, count(*) AS n FROM t GROUP BY a, b) WHERE n > 1",
+            "a filter or projection of a subquery, which is an aggregate",
         ),
         (  # a time window is a key: what else the query does names the reason
             "SELECT window.start AS s, percentile(b, 0.5) AS p FROM t "
@@ -97,6 +91,14 @@ def test_a_recomputed_query_names_what_causes_it(sql: str, reason: str) -> None:
         "SELECT a, count(*) FILTER (WHERE b > 1) AS n, sum(b) FILTER (WHERE b < 9) AS s "
         "FROM t GROUP BY a",
         "SELECT window.start AS s, window, count(*) AS n FROM t GROUP BY window(c, '1 minute')",
+        # Subqueries maintained on their own (core.derived): joins of aggregates, a join of
+        # a join, an aggregate of a join's aggregate (Nexmark's q4), a filter of one.
+        "SELECT x.a, y.m FROM (SELECT a, count(*) AS n FROM t GROUP BY a) x "
+        "JOIN (SELECT a, max(b) AS m FROM u GROUP BY a) y ON x.a = y.a",
+        "SELECT t.a FROM t JOIN (SELECT u.a FROM u JOIN v ON u.a = v.a) w ON t.a = w.a",
+        "SELECT q.b, avg(q.m) AS a FROM (SELECT t.b, max(u.b) AS m FROM t, u "
+        "WHERE t.a = u.a AND u.c BETWEEN t.c AND t.d GROUP BY t.a, t.b) q GROUP BY q.b",
+        "SELECT q.a FROM (SELECT a, count(*) AS n FROM t GROUP BY a, b) q WHERE q.n > 1",
     ],
 )
 def test_an_incremental_query_has_no_recompute_reason(sql: str) -> None:

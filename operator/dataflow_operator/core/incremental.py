@@ -59,6 +59,7 @@ changelog has no order.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ from functools import lru_cache
 
 from sqlglot import exp
 
+from dataflow_operator.core.derived import DerivedInput, derived_inputs
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.join import JOINED, JoinShape, join_shape
 from dataflow_operator.core.multiset import MultisetPlan, multiset_shape
@@ -207,6 +209,9 @@ class MaintenancePlan:
     - ``join``: set for JOIN only; ``sql`` is then the query itself, as for GENERAL.
     - ``multiset``: set for SET only; ``sql`` is then the query itself.
     - ``top_n``: set for TOP_N only; ``sql`` is then the query itself.
+    - ``derived``: the subqueries maintained on their own that this stage reads as
+      relations (:mod:`dataflow_operator.core.derived`); its strategy, ``sql`` and
+      ``inputs`` are then the query's over them, ``snapshot_sql`` the query as written.
     - ``recompute_reason``: set for GENERAL only: what no incremental strategy covers, in
       a user's words (:func:`~dataflow_operator.core.recompute.recompute_reason`).
     """
@@ -219,6 +224,7 @@ class MaintenancePlan:
     join: JoinShape | None = None
     multiset: MultisetPlan | None = None
     top_n: TopNPlan | None = None
+    derived: tuple[DerivedInput, ...] = ()
     recompute_reason: str | None = None
 
 
@@ -273,7 +279,7 @@ def _plan_query(sql: str, source_names: frozenset[str]) -> QueryPlan:
         remove_temporal_filters(tree)  # they are in temporal.bounds
         drop_unordered_order_by(tree)
         maintenance = _classify(tree, parsed.relations)
-    if maintenance.strategy is Strategy.LINEAR:
+    if maintenance.strategy is Strategy.LINEAR and not maintenance.derived:
         maintenance = MaintenancePlan(
             strategy=Strategy.LINEAR,
             sql=temporal.sql,
@@ -301,7 +307,12 @@ def classify(sql: str, source_names: Collection[str]) -> MaintenancePlan:
     return _classify(tree, parsed.relations)
 
 
-def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
+def _classify(
+    tree: exp.Query, inputs: frozenset[str], numbers: list[int] | None = None
+) -> MaintenancePlan:
+    """The strategy of ``tree`` over ``inputs``; ``numbers``: the next derived relation's
+    number, shared by the subqueries of one query."""
+    numbers = [0] if numbers is None else numbers
     tree = equivalent_shape(tree)  # comma joins and FILTER in the shapes strategies match
     snapshot = render(tree)
     ctes = cte_names(tree)
@@ -325,9 +336,41 @@ def _classify(tree: exp.Query, inputs: frozenset[str]) -> MaintenancePlan:
     top_n = top_n_shape(tree) if not ctes else None
     if top_n is not None:
         return MaintenancePlan(Strategy.TOP_N, snapshot, snapshot, inputs, top_n=top_n)
-    return MaintenancePlan(
-        Strategy.GENERAL, snapshot, snapshot, inputs, recompute_reason=recompute_reason(tree)
-    )
+    subqueries: list[str] = []  # why a subquery is recomputed
+    composed = _composed(tree, inputs, numbers, subqueries) if not ctes else None
+    if composed is not None:
+        return dataclasses.replace(composed, snapshot_sql=snapshot)
+    reason = subqueries[0] if subqueries else recompute_reason(tree)
+    return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs, recompute_reason=reason)
+
+
+def _composed(
+    tree: exp.Query, inputs: frozenset[str], numbers: list[int], recomputed: list[str]
+) -> MaintenancePlan | None:
+    """``tree`` maintained over its subqueries maintained on their own, or ``None`` (see
+    :mod:`dataflow_operator.core.derived`); the reason a subquery is recomputed, if one
+    is, goes to ``recomputed``: it is what a user would change."""
+
+    def incremental(plan: MaintenancePlan) -> bool:
+        global_aggregate = plan.aggregate is not None and plan.aggregate.global_aggregate
+        return plan.strategy is not Strategy.GENERAL and not global_aggregate
+
+    def subquery(query: exp.Query) -> MaintenancePlan | None:
+        if isinstance(query, exp.Select) and query.is_star and len(query.expressions) > 1:
+            return None  # a star and more: __time and __diff would not come last
+        plan = _classify(query, inputs, numbers)
+        if plan.recompute_reason is not None:
+            recomputed.append(plan.recompute_reason)
+        return plan if incremental(plan) else None
+
+    found = derived_inputs(tree, subquery, numbers)
+    if found is None:
+        return None
+    rewritten, derived = found
+    outer = _classify(rewritten, inputs | {d.name for d in derived}, numbers)
+    if not incremental(outer):
+        return None
+    return dataclasses.replace(outer, derived=derived)
 
 
 def plan_over_joined(sql: str) -> MaintenancePlan | None:

@@ -18,7 +18,7 @@ modules light to import: Spark's pre-init runner unpickles each in a new Python 
 every query start.
 """
 
-STATE_FORMAT = 8
+STATE_FORMAT = 9
 """The layout of the stateful operators' state, raised whenever one changes or a query may be
 given another strategy (2: the aggregate's group totals and the set operations' row counts
 in chunks; 3: a join key's rows inline or in fragments, :mod:`.join_rows`; 4: state keys
@@ -26,7 +26,8 @@ named by the labels of :mod:`.buckets`; 5: a join key's meta holds its fragments
 counts; 6: an aggregate over a join holds its partial sums until the watermark, the join no
 longer its rows; 7: comma joins, inner joins with residual conditions and ``FILTER``
 aggregates are maintained incrementally, where their checkpoints were recompute's,
-:mod:`dataflow_operator.core.sql_rewrites`; 8: top-Ns are, :mod:`.top_n`). A dataflow
+:mod:`dataflow_operator.core.sql_rewrites`; 8: top-Ns are, :mod:`.top_n`; 9: so are
+queries of maintained subqueries, :mod:`dataflow_operator.core.derived`). A dataflow
 whose checkpoint another layout wrote starts over (it re-reads its input from its sources'
 ingested collections) instead of reading state it cannot: see
 :func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
+from dataflow_operator.core.derived import DERIVED_PREFIX
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.incremental import (
     COUNT,
@@ -285,6 +286,95 @@ def _top_n(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame
     return _as_output(frame, _snapshot_schema(spark, plan))
 
 
+def _register_derived(
+    spark: SparkSession,
+    maintenance: MaintenancePlan,
+    plan: QueryPlan,
+    until: int | None,
+    registered: list[str],
+) -> bool:
+    """Register the output changelog of each subquery ``maintenance`` reads as a relation
+    of its own (:mod:`dataflow_operator.core.derived`; theirs first), adding the names to
+    ``registered``; false when one cannot be maintained after all (its join does not
+    resolve, its top-N cannot sort its values).
+
+    Every strategy's output comes in time order from one batch to the next (a join's and
+    an aggregate's over a join are held until the watermark passes), as a source's
+    does: the strategy reading it needs nothing more."""
+    for derived in maintenance.derived:
+        if not _register_derived(spark, derived.plan, plan, until, registered):
+            return False
+        frame = _maintained(spark, QueryPlan(plan.temporal, derived.plan), until)
+        if frame is None:
+            return False
+        if until is not None:
+            frame = frame.filter(F.col(TIME) < F.lit(until))
+        frame.createOrReplaceTempView(derived.name)
+        registered.append(derived.name)
+    return True
+
+
+def _maintained(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame | None:
+    """A subquery's output changelog, by its strategy, with Spark's names for its columns;
+    ``None`` when its strategy does not apply after all."""
+    maintenance = plan.maintenance
+    strategy = maintenance.strategy
+    if strategy is Strategy.JOIN:
+        return _join(spark, plan, until)
+    if strategy is Strategy.SET:
+        return _multiset(spark, plan, until)
+    if strategy is Strategy.TOP_N:
+        top_n = _top_n(spark, plan, until)
+        return top_n if isinstance(top_n, DataFrame) else None
+    if strategy is Strategy.AGGREGATE:
+        frame = _aggregate(spark, maintenance)
+    else:
+        frame = spark.sql(maintenance.sql)
+    return _as_output(frame, _snapshot_schema(spark, plan))
+
+
+def _recomputed(plan: QueryPlan) -> QueryPlan:
+    """``plan`` recomputed as written, over its sources (not its subqueries' relations)."""
+    maintenance = plan.maintenance
+    sources = frozenset(n for n in maintenance.inputs if not n.startswith(DERIVED_PREFIX))
+    general = MaintenancePlan(
+        Strategy.GENERAL, maintenance.snapshot_sql, maintenance.snapshot_sql, sources
+    )
+    return QueryPlan(plan.temporal, general)
+
+
+def _strategy_frame(
+    spark: SparkSession,
+    plan: QueryPlan,
+    strategy: Strategy,
+    *,
+    until: int | None,
+    previous_until: int | None,
+    derived: list[str],
+) -> DataFrame | str:
+    """The output changelog by ``strategy`` over the registered inputs (and the relations
+    of its maintained subqueries, whose names it adds to ``derived``), or why the query
+    is recomputed instead."""
+    if strategy is Strategy.GENERAL:
+        return planned_recompute_reason(plan) or UNRESOLVED_JOIN
+    if not _register_derived(spark, plan.maintenance, plan, until, derived):
+        return UNRESOLVED_JOIN
+    if strategy is Strategy.JOIN:
+        joined = _join(spark, plan, until)
+        return UNRESOLVED_JOIN if joined is None else joined
+    if strategy is Strategy.TOP_N:
+        return _top_n(spark, plan, until)
+    if strategy is Strategy.SET:
+        return _multiset(spark, plan, until)
+    if strategy is Strategy.AGGREGATE:
+        return _aggregate(spark, plan.maintenance)
+    if derived:
+        return spark.sql(plan.maintenance.sql)  # linear over its subqueries
+    frame = spark.sql(plan.temporal.sql)
+    bounds = plan.temporal.bounds
+    return apply_bounds(frame, bounds, until, previous_until) if bounds else frame
+
+
 UNRESOLVED_JOIN = (
     "the join does not resolve against its inputs' columns (an ambiguous name, or join "
     "keys of different kinds)"
@@ -365,6 +455,7 @@ def build_dataflow(
         # Nothing is ever dropped at until without a temporal filter: nothing to replay.
         sources = [SourceInput(s.name, s.data_ddl, {**s.options, "until": "-1"}) for s in sources]
     register_source_format(spark)
+    derived: list[str] = []  # the relations of subqueries maintained on their own
     with _views_lock:
         # Views are session-wide: register and resolve under one lock, so that two
         # dataflows with a source of the same name never see each other's.
@@ -376,39 +467,22 @@ def build_dataflow(
                 inner = spark.sql(plan.temporal.inner_sql)
                 filtered = apply_bounds(inner, bounds, until, previous_until)
                 filtered.createOrReplaceTempView(FILTERED)
-            joined = _join(spark, plan, until) if strategy is Strategy.JOIN else None
-            top_n = _top_n(spark, plan, until) if strategy is Strategy.TOP_N else None
-            reason: str | None = None
-            if strategy is Strategy.GENERAL:
-                reason = planned_recompute_reason(plan) or UNRESOLVED_JOIN
-            elif strategy is Strategy.JOIN and joined is None:
-                reason = UNRESOLVED_JOIN
-            elif isinstance(top_n, str):
-                reason = top_n
-            if reason is not None:
-                general = _general(spark, plan, bounds, work_dir, reason)
+            outcome = _strategy_frame(
+                spark, plan, strategy, until=until, previous_until=previous_until, derived=derived
+            )
+            if isinstance(outcome, str):
+                general = _general(spark, _recomputed(plan), bounds, work_dir, outcome)
                 return replace(general, sources=tuple(sources))
-            if joined is not None:
-                frame = joined
-            elif isinstance(top_n, DataFrame):
-                frame = top_n
-            elif strategy is Strategy.SET:
-                frame = _multiset(spark, plan, until)
-            elif strategy is Strategy.AGGREGATE:
-                frame = _aggregate(spark, plan.maintenance)
-            else:
-                frame = spark.sql(plan.temporal.sql)
-                if bounds:
-                    frame = apply_bounds(frame, bounds, until, previous_until)
+            frame = outcome
         finally:
-            for name in [*(s.name for s in sources), FILTERED]:
+            for name in [*(s.name for s in sources), FILTERED, *derived]:
                 spark.catalog.dropTempView(name)
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
     columns = tuple(c for c in frame.columns if c not in (TIME, DIFF))
     # Joins, set operations and top-Ns hold their output until the inputs are complete to
     # its time.
-    held = strategy in (Strategy.JOIN, Strategy.SET, Strategy.TOP_N)
+    held = strategy in (Strategy.JOIN, Strategy.SET, Strategy.TOP_N) or bool(derived)
     return BuiltDataflow(
         frame=frame,
         columns=columns,
