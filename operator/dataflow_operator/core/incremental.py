@@ -37,6 +37,10 @@ classifies what remains into one of these strategies:
     partition, see :mod:`dataflow_operator.core.top_n`. :attr:`MaintenancePlan.top_n` is
     its plan.
 
+Each of these may also read subqueries of its ``FROM`` and ``JOIN`` clauses that are
+maintained by a strategy of their own (an aggregate of an aggregate, a join with one):
+:attr:`MaintenancePlan.derived`, see :mod:`dataflow_operator.core.derived`.
+
 ``GENERAL``
     Anything else: other joins, other DISTINCT and set operations, min/max and other
     aggregates, other window functions,
@@ -59,10 +63,9 @@ changelog has no order.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from sqlglot import exp
@@ -339,7 +342,7 @@ def _classify(
     subqueries: list[str] = []  # why a subquery is recomputed
     composed = _composed(tree, inputs, numbers, subqueries) if not ctes else None
     if composed is not None:
-        return dataclasses.replace(composed, snapshot_sql=snapshot)
+        return replace(composed, snapshot_sql=snapshot)
     reason = subqueries[0] if subqueries else recompute_reason(tree)
     return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs, recompute_reason=reason)
 
@@ -370,7 +373,7 @@ def _composed(
     outer = _classify(rewritten, inputs | {d.name for d in derived}, numbers)
     if not incremental(outer):
         return None
-    return dataclasses.replace(outer, derived=derived)
+    return replace(outer, derived=derived)
 
 
 def plan_over_joined(sql: str) -> MaintenancePlan | None:

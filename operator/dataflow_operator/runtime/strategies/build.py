@@ -302,35 +302,20 @@ def _register_derived(
     an aggregate's over a join are held until the watermark passes), as a source's
     does: the strategy reading it needs nothing more."""
     for derived in maintenance.derived:
-        if not _register_derived(spark, derived.plan, plan, until, registered):
+        subquery = QueryPlan(plan.temporal, derived.plan)  # no bounds: mz_now() is outermost
+        strategy = derived.plan.strategy
+        frame = _strategy_frame(
+            spark, subquery, strategy, until=until, previous_until=None, derived=registered
+        )
+        if isinstance(frame, str):
             return False
-        frame = _maintained(spark, QueryPlan(plan.temporal, derived.plan), until)
-        if frame is None:
-            return False
+        if strategy in (Strategy.AGGREGATE, Strategy.LINEAR):  # Spark's names for its columns
+            frame = _as_output(frame, _snapshot_schema(spark, subquery))
         if until is not None:
             frame = frame.filter(F.col(TIME) < F.lit(until))
         frame.createOrReplaceTempView(derived.name)
         registered.append(derived.name)
     return True
-
-
-def _maintained(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame | None:
-    """A subquery's output changelog, by its strategy, with Spark's names for its columns;
-    ``None`` when its strategy does not apply after all."""
-    maintenance = plan.maintenance
-    strategy = maintenance.strategy
-    if strategy is Strategy.JOIN:
-        return _join(spark, plan, until)
-    if strategy is Strategy.SET:
-        return _multiset(spark, plan, until)
-    if strategy is Strategy.TOP_N:
-        top_n = _top_n(spark, plan, until)
-        return top_n if isinstance(top_n, DataFrame) else None
-    if strategy is Strategy.AGGREGATE:
-        frame = _aggregate(spark, maintenance)
-    else:
-        frame = spark.sql(maintenance.sql)
-    return _as_output(frame, _snapshot_schema(spark, plan))
 
 
 def _recomputed(plan: QueryPlan) -> QueryPlan:
@@ -368,9 +353,7 @@ def _strategy_frame(
         return _multiset(spark, plan, until)
     if strategy is Strategy.AGGREGATE:
         return _aggregate(spark, plan.maintenance)
-    if derived:
-        return spark.sql(plan.maintenance.sql)  # linear over its subqueries
-    frame = spark.sql(plan.temporal.sql)
+    frame = spark.sql(plan.maintenance.sql)  # LINEAR: with the bounds' columns, if any
     bounds = plan.temporal.bounds
     return apply_bounds(frame, bounds, until, previous_until) if bounds else frame
 
