@@ -7,9 +7,14 @@ import json
 from decimal import Decimal
 from typing import Any
 
+import pandas as pd
+from tests.runtime.test_aggregate_state import Expired, TimedHandle
+from tests.runtime.test_join_state import FakeTimerValues
+
 from dataflow_operator.runtime.strategies.top_n_rows import (
     OrderKey,
     SortedPartition,
+    TopNRows,
     entry,
     sort_key,
 )
@@ -76,3 +81,43 @@ def test_rows_that_come_and_go_keep_the_partition_in_rank_order() -> None:
     assert partition.rows == _rows((None, "null", 1), (2, "b", 2), (3, "c", 2))
     fresh = SortedPartition(dict(partition.rows), [ASCENDING])
     assert fresh.keys == partition.keys
+
+
+def _top_two() -> tuple[TopNRows, TimedHandle]:
+    handle = TimedHandle()
+    top = TopNRows([ASCENDING], first=1, last=2)
+    top.init(handle)
+    return top, handle
+
+
+def _batch(top: TopNRows, rows: list[tuple[Any, str, int, int]], watermark: int) -> list[Any]:
+    """The changes (row, rank, time, diff) of a batch's rows (value, row, time, diff) of
+    partition "p", as Spark hands them (with the bucket last)."""
+    frame = pd.DataFrame(
+        [("p", row, json.dumps({"0": value}), time, diff, 0) for value, row, time, diff in rows]
+    )
+    out = top.handleInputRows((0,), iter([frame]), FakeTimerValues(watermark))
+    return [tuple(r) for f in out for r in f.itertuples(index=False)]
+
+
+def test_a_top_n_holds_a_time_until_the_watermark_and_then_ranks_in_time_order() -> None:
+    top, handle = _top_two()
+    assert _batch(top, [(5, "five", 10, 1), (3, "three", 20, 1)], watermark=15) == [
+        ("five", 1, 10, 1)
+    ]
+    assert handle.timers == {20}  # time 20 waits for the watermark
+    fired = [
+        tuple(r)
+        for f in top.handleExpiredTimer((0,), FakeTimerValues(20), Expired(20))
+        for r in f.itertuples(index=False)
+    ]
+    assert sorted(fired) == [("five", 1, 20, -1), ("five", 2, 20, 1), ("three", 1, 20, 1)]
+    # A retraction of the first lets the next move up; a row below the ranks kept is kept
+    # in state all the same.
+    changes = _batch(top, [(9, "nine", 30, 1), (3, "three", 31, -1)], watermark=40)
+    assert sorted(changes) == [
+        ("five", 1, 31, 1),
+        ("five", 2, 31, -1),
+        ("nine", 2, 31, 1),
+        ("three", 1, 31, -1),
+    ]

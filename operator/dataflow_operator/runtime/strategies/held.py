@@ -25,9 +25,15 @@ aggregate's totals) applies what is held through a row's time with it, first
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["INPUT_FRONTIER", "HeldUpdates", "complete_through"]
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["INPUT_FRONTIER", "AppliedInTimeOrder", "HeldUpdates", "complete_through"]
 
 INPUT_FRONTIER = "dataflow.inputFrontier"
 """The Spark job property with the inputs' frontier (epoch ms) with a batch whose updates
@@ -83,3 +89,70 @@ class HeldUpdates:
             taken.append((held_time, self.take(held_time)))
             self.handle.deleteTimer(held_time)
         return taken
+
+
+class AppliedInTimeOrder(StatefulProcessor):
+    """A processor whose output depends on the order it applies updates in (a set
+    operation's counts, a top-N's ranks): each time's updates are held until the
+    watermark reaches it, then applied in time order, what is held through a batch's
+    rows applied before them (:meth:`HeldUpdates.take_through`).
+
+    A subclass sets :attr:`pending` in its ``init``, says how a batch's rows group into
+    each time's updates (:meth:`by_time`) and what applying them emits (:meth:`apply`:
+    rows of :attr:`output_width` columns). pandas is imported where rows are handled:
+    Spark's pre-init runner imports a processor's module only to call its ``init``."""
+
+    output_width: int
+    pending: HeldUpdates
+
+    def by_time(self, frame: pd.DataFrame) -> Iterable[tuple[int, list[Any]]]:
+        """A batch's rows of one state key as ``(time, updates)``, in time order."""
+        raise NotImplementedError
+
+    def apply(self, due: list[tuple[int, list[Any]]]) -> list[tuple[Any, ...]]:
+        """Apply each time's updates, in the order given; the output rows they cause."""
+        raise NotImplementedError
+
+    def handleInputRows(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        rows: Iterator[pd.DataFrame],
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
+    ) -> Iterator[pd.DataFrame]:
+        """Hold the updates by time until the watermark reaches it (apply those it has)."""
+        import pandas as pd
+
+        watermark = complete_through(timerValues)
+        frames = [frame for frame in rows if not frame.empty]
+        if not frames:
+            return
+        due: list[tuple[int, list[Any]]] = []
+        for time, updates in self.by_time(pd.concat(frames, ignore_index=True)):
+            if time <= watermark:
+                due.append((time, updates))
+            else:
+                self.pending.hold(time, updates)
+        if due:  # at times already complete: applied after what is held through them
+            due = sorted(self.pending.take_through(watermark) + due, key=lambda entry: entry[0])
+        yield from self._frames(self.apply(due))
+
+    def handleExpiredTimer(  # noqa: N802 - Spark's name
+        self,
+        key: Any,
+        timerValues: Any,  # noqa: N803 - Spark passes these by name
+        expiredTimerInfo: Any,  # noqa: N803
+    ) -> Iterator[pd.DataFrame]:
+        """The frontier reached a held time: apply its updates, emit what they cause."""
+        time = int(expiredTimerInfo.getExpiryTimeInMs())
+        held = self.pending.take(time)
+        if held:
+            yield from self._frames(self.apply([(time, held)]))
+
+    def _frames(self, out: list[tuple[Any, ...]]) -> Iterator[pd.DataFrame]:
+        import pandas as pd
+
+        if out:
+            yield pd.DataFrame(out, columns=range(self.output_width))
+
+    def close(self) -> None:
+        """Nothing to release."""

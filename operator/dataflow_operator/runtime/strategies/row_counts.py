@@ -13,13 +13,11 @@ import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-
 from dataflow_operator.core.changelog import DIFF, TIME
 from dataflow_operator.core.multiplicity import SetOperation, output_multiplicity
 from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
 from dataflow_operator.runtime.strategies.columns import ROW, SIDE
-from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
+from dataflow_operator.runtime.strategies.held import AppliedInTimeOrder, HeldUpdates
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,12 +29,14 @@ Update = tuple[int, str, int]
 """One held input update: side, row JSON, diff."""
 
 
-class RowCounts(StatefulProcessor):
+class RowCounts(AppliedInTimeOrder):
     """Each row's multiplicity per input; output changes once the frontier passes.
 
     Input (by position): ``__side, __row, __time, __diff, __bucket``. Output: ``__row,
     __time, __diff``.
     """
+
+    output_width = 3
 
     def __init__(self, operation: SetOperation) -> None:
         self.operation = operation
@@ -46,55 +46,17 @@ class RowCounts(StatefulProcessor):
         self.counts = ChunkedMap(handle, "counts")
         self.pending = HeldUpdates(handle)
 
-    def handleInputRows(  # noqa: N802 - Spark's name
-        self,
-        key: Any,
-        rows: Iterator[pd.DataFrame],
-        timerValues: Any,  # noqa: N803 - Spark passes these by name
-    ) -> Iterator[pd.DataFrame]:
-        """Hold the updates by time until the watermark reaches it (apply those it has)."""
-        import pandas as pd  # here, not at the top: see the module docstring
-
-        watermark = complete_through(timerValues)
-        frames = [frame for frame in rows if not frame.empty]
-        if not frames:
-            return
-        frame = pd.concat(frames, ignore_index=True).iloc[:, :4]
+    def by_time(self, frame: pd.DataFrame) -> Iterator[tuple[int, list[Update]]]:
+        """Each time's updates, each row's diffs per side summed (none that sum to 0)."""
+        frame = frame.iloc[:, :4]
         frame.columns = [SIDE, ROW, TIME, DIFF]
         sums = frame.groupby([TIME, SIDE, ROW], sort=True)[DIFF].sum()
         sums = sums[sums != 0]
         entries = zip(sums.index.tolist(), sums.to_numpy().tolist(), strict=True)
-        due: list[tuple[int, list[Update]]] = []
         for time, at_time in itertools.groupby(entries, key=lambda e: int(e[0][0])):
-            updates = [(int(side), row, int(diff)) for (_, side, row), diff in at_time]
-            if time <= watermark:
-                due.append((time, updates))
-            else:
-                self.pending.hold(time, updates)
-        if due:  # at times already complete: applied after what is held through them
-            due = sorted(self.pending.take_through(watermark) + due, key=lambda entry: entry[0])
-        out = self._apply(due)
-        if out:
-            yield pd.DataFrame(out, columns=range(3))
+            yield time, [(int(side), row, int(diff)) for (_, side, row), diff in at_time]
 
-    def handleExpiredTimer(  # noqa: N802 - Spark's name
-        self,
-        key: Any,
-        timerValues: Any,  # noqa: N803 - Spark passes these by name
-        expiredTimerInfo: Any,  # noqa: N803
-    ) -> Iterator[pd.DataFrame]:
-        """The frontier reached a held time: apply its updates, emit the changes."""
-        import pandas as pd  # here, not at the top: see the module docstring
-
-        time = int(expiredTimerInfo.getExpiryTimeInMs())
-        held = self.pending.take(time)
-        if not held:
-            return
-        out = self._apply([(time, held)])
-        if out:
-            yield pd.DataFrame(out, columns=range(3))
-
-    def _apply(self, due: list[tuple[int, list[Update]]]) -> list[tuple[str, int, int]]:
+    def apply(self, due: list[tuple[int, list[Update]]]) -> list[tuple[str, int, int]]:
         """Apply each due time's updates, in time order (the rows' chunks read and written
         once); the output changes they cause."""
         per_time: list[tuple[int, dict[str, list[int]]]] = []
@@ -122,6 +84,3 @@ class RowCounts(StatefulProcessor):
                     self.counts.delete(key)
         self.counts.store()
         return out
-
-    def close(self) -> None:
-        """Nothing to release."""

@@ -15,10 +15,8 @@ from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-
 from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
-from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
+from dataflow_operator.runtime.strategies.held import AppliedInTimeOrder, HeldUpdates
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -129,12 +127,14 @@ class SortedPartition:
         return out
 
 
-class TopNRows(StatefulProcessor):
+class TopNRows(AppliedInTimeOrder):
     """Each partition's rows; the ranked rows' changes once the frontier passes a time.
 
     Input (by position): ``__key, __row, __order, __time, __diff, __bucket``. Output:
     ``__row, __rank, __time, __diff``.
     """
+
+    output_width = 4
 
     def __init__(self, order: Sequence[OrderKey], first: int, last: int) -> None:
         self.order = list(order)
@@ -146,56 +146,22 @@ class TopNRows(StatefulProcessor):
         self.partitions = ChunkedMap(handle, "partitions")
         self.pending = HeldUpdates(handle)
 
-    def handleInputRows(  # noqa: N802 - Spark's name
-        self,
-        key: Any,
-        rows: Iterator[pd.DataFrame],
-        timerValues: Any,  # noqa: N803 - Spark passes these by name
-    ) -> Iterator[pd.DataFrame]:
-        """Hold the updates by time until the watermark reaches it (apply those it has)."""
-        import pandas as pd  # here, not at the top: see the module docstring
-
-        watermark = complete_through(timerValues)
-        frames = [frame for frame in rows if not frame.empty]
-        if not frames:
-            return
-        frame = pd.concat(frames, ignore_index=True).iloc[:, :5]
+    def by_time(self, frame: pd.DataFrame) -> Iterator[tuple[int, list[Update]]]:
+        """Each time's updates: (partition, row, ordering values, diff)."""
+        frame = frame.iloc[:, :5]
         frame.columns = range(5)
-        due: list[tuple[int, list[Update]]] = []
-        ordered = frame.sort_values(3, kind="stable")
-        for time, at_time in ordered.groupby(3, sort=True):
-            updates = [
-                (str(p), str(r), str(o), int(d))
-                for p, r, o, d in zip(at_time[0], at_time[1], at_time[2], at_time[4], strict=True)
-            ]
-            if int(time) <= watermark:
-                due.append((int(time), updates))
-            else:
-                self.pending.hold(int(time), updates)
-        if due:  # at times already complete: applied after what is held through them
-            due = sorted(self.pending.take_through(watermark) + due, key=lambda entry: entry[0])
-        out = self._apply(due)
-        if out:
-            yield pd.DataFrame(out, columns=range(4))
+        for time, at_time in frame.sort_values(3, kind="stable").groupby(3, sort=True):
+            yield (
+                int(time),
+                [
+                    (str(p), str(r), str(o), int(d))
+                    for p, r, o, d in zip(
+                        at_time[0], at_time[1], at_time[2], at_time[4], strict=True
+                    )
+                ],
+            )
 
-    def handleExpiredTimer(  # noqa: N802 - Spark's name
-        self,
-        key: Any,
-        timerValues: Any,  # noqa: N803 - Spark passes these by name
-        expiredTimerInfo: Any,  # noqa: N803
-    ) -> Iterator[pd.DataFrame]:
-        """The frontier reached a held time: apply its updates, emit the changes."""
-        import pandas as pd  # here, not at the top: see the module docstring
-
-        time = int(expiredTimerInfo.getExpiryTimeInMs())
-        held = self.pending.take(time)
-        if not held:
-            return
-        out = self._apply([(time, held)])
-        if out:
-            yield pd.DataFrame(out, columns=range(4))
-
-    def _apply(self, due: list[tuple[int, list[Update]]]) -> list[tuple[str, int, int, int]]:
+    def apply(self, due: list[tuple[int, list[Update]]]) -> list[tuple[str, int, int, int]]:
         """Apply each due time's updates in time order (each partition read and written
         once); the ranked rows' changes they cause, as ``(row, rank, time, diff)``."""
         keys = {partition.encode() for _, updates in due for partition, _, _, _ in updates}
@@ -222,9 +188,6 @@ class TopNRows(StatefulProcessor):
                 self.partitions.delete(key)
         self.partitions.store()
         return out
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def _changes(
