@@ -83,8 +83,8 @@ def test_the_ranks_kept_are_one_range(condition: str, ranks: tuple[int, int]) ->
         "FROM bid) WHERE r = 1",  # no ORDER BY: any row
         "SELECT * FROM (SELECT auction, ROW_NUMBER() OVER (ORDER BY rand()) AS r FROM bid) "
         "WHERE r = 1",
-        "SELECT * FROM (SELECT a.auction, ROW_NUMBER() OVER (ORDER BY a.price) AS r FROM bid "
-        "AS a JOIN users AS u ON a.bidder = u.id) WHERE r = 1",  # over a join
+        "SELECT * FROM (SELECT auction, ROW_NUMBER() OVER (ORDER BY price) AS r FROM bid "
+        "WHERE price IN (SELECT price FROM users)) WHERE r = 1",  # over a recomputed query
         "SELECT * FROM (SELECT auction, ROW_NUMBER() OVER (ORDER BY price) AS r, "
         "ROW_NUMBER() OVER (ORDER BY auction) AS s FROM bid) WHERE r = 1",
         "SELECT count(*) FROM (SELECT auction, ROW_NUMBER() OVER (ORDER BY price) AS r "
@@ -96,3 +96,22 @@ def test_other_rankings_are_recomputed_for_their_window_function(sql: str) -> No
     plan = classify(sql, SOURCES)
     assert plan.strategy is Strategy.GENERAL
     assert plan.top_n is None
+
+
+def test_a_top_n_of_a_join_reads_the_join_maintained_on_its_own() -> None:
+    # Nexmark's q9: the highest bid of each auction, ranked over a join.
+    plan = classify(
+        "SELECT id, price FROM (SELECT a.id, b.price, ROW_NUMBER() OVER (PARTITION BY a.id "
+        "ORDER BY b.price DESC, b.bidder) AS rn FROM auction AS a, bid AS b "
+        "WHERE a.id = b.auction) WHERE rn <= 1",
+        ["auction", "bid"],
+    )
+    assert plan.strategy is Strategy.TOP_N
+    assert plan.top_n is not None
+    (join,) = plan.derived
+    assert join.plan.strategy is Strategy.JOIN
+    assert plan.top_n.input_sql == f"SELECT * FROM {join.name}"
+    assert join.plan.snapshot_sql == (
+        "SELECT a.id, b.price, a.id AS __topn_p0, b.price AS __topn_o0, b.bidder AS __topn_o1 "
+        "FROM auction AS a JOIN bid AS b ON a.id = b.auction"
+    )

@@ -42,6 +42,11 @@ TOP_NS = {
         "SELECT s, v, rn FROM (SELECT s, v, ROW_NUMBER() OVER (ORDER BY v DESC, s) AS rn "
         "FROM l) WHERE rn BETWEEN 2 AND 4"
     ),
+    # Ranked over a join (Nexmark's q9): the join maintained on its own, the top-N over it.
+    "over_a_join": (
+        "SELECT v, w, rn FROM (SELECT l.v, r.w, ROW_NUMBER() OVER (PARTITION BY l.k "
+        "ORDER BY l.v DESC, r.w, l.s) AS rn FROM l JOIN r ON l.k = r.k) WHERE rn <= 2"
+    ),
     "expressions": (
         "SELECT * FROM (SELECT k, upper(s) AS u, ROW_NUMBER() OVER (PARTITION BY k % 2 "
         "ORDER BY v * 2 DESC, upper(s) NULLS LAST, k) AS rn FROM l) WHERE 3 > rn"

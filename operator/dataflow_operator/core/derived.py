@@ -16,45 +16,37 @@ over it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from sqlglot import exp
 
 from dataflow_operator.core.sql_shape import unwrap
 
-if TYPE_CHECKING:
-    from dataflow_operator.core.incremental import MaintenancePlan
-
-__all__ = ["DERIVED_PREFIX", "DerivedInput", "derived_inputs"]
+__all__ = ["DERIVED_PREFIX", "derived_inputs"]
 
 DERIVED_PREFIX = "__mz_derived_"
 """The relations that stand for maintained subqueries (numbered within a query)."""
 
-
-@dataclass(frozen=True, slots=True)
-class DerivedInput:
-    """A subquery maintained by ``plan``, read by the query around it as ``name``."""
-
-    name: str
-    plan: MaintenancePlan
+Plan = TypeVar("Plan")
+"""What ``classify`` makes of a subquery (the core's maintenance plan)."""
 
 
 def derived_inputs(
     select: exp.Query,
-    classify: Callable[[exp.Query], MaintenancePlan | None],
+    classify: Callable[[exp.Query], Plan | None],
     numbers: list[int],
-) -> tuple[exp.Select, tuple[DerivedInput, ...]] | None:
+) -> tuple[exp.Select, tuple[tuple[str, Plan], ...]] | None:
     """``select`` with each subquery of its ``FROM`` and ``JOIN`` clauses replaced by a
-    derived relation, and those relations' plans; ``None`` when it has no such subquery
-    or one of them is not maintained incrementally (``classify`` gives ``None``).
-    ``numbers`` holds the next relation's number (shared by a query's subqueries)."""
+    derived relation, and each relation's name and plan; ``None`` when it has no such
+    subquery or one of them is not maintained incrementally (``classify`` gives
+    ``None``). ``numbers`` holds the next relation's number (shared by a query's
+    subqueries)."""
     if not isinstance(select, exp.Select):
         return None
     rewritten = select.copy()
     from_clause = rewritten.args.get("from_") or rewritten.args.get("from")
     places = [from_clause, *(rewritten.args.get("joins") or [])]
-    found: list[DerivedInput] = []
+    found: list[tuple[str, Plan]] = []
     for place in places:
         subquery = getattr(place, "this", None)
         if not isinstance(subquery, exp.Subquery) or not isinstance(subquery.this, exp.Query):
@@ -69,7 +61,7 @@ def derived_inputs(
         table = exp.to_table(name)
         table.set("alias", exp.TableAlias(this=exp.to_identifier(subquery.alias)))
         subquery.replace(table)
-        found.append(DerivedInput(name, plan))
+        found.append((name, plan))
     if not found:
         return None
     return rewritten, tuple(found)

@@ -64,13 +64,13 @@ changelog has no order.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from sqlglot import exp
 
-from dataflow_operator.core.derived import DerivedInput, derived_inputs
+from dataflow_operator.core.derived import DERIVED_PREFIX, derived_inputs
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.join import JOINED, JoinShape, join_shape
 from dataflow_operator.core.multiset import MultisetPlan, multiset_shape
@@ -107,6 +107,7 @@ __all__ = [
     "COUNT",
     "GROUPS",
     "AggregatePlan",
+    "DerivedInput",
     "MaintenancePlan",
     "QueryPlan",
     "Strategy",
@@ -193,6 +194,15 @@ class AggregatePlan:
     kinds: tuple[str, ...] = ()
     """Per column of :attr:`sums`: ``sum``, ``min``, ``max`` or ``count_distinct``
     (empty: all ``sum``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedInput:
+    """A subquery maintained by ``plan``, read by the query around it as ``name``
+    (:mod:`dataflow_operator.core.derived`)."""
+
+    name: str
+    plan: MaintenancePlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,15 +346,48 @@ def _classify(
     multiset = multiset_shape(tree) if not ctes else None
     if multiset is not None:
         return MaintenancePlan(Strategy.SET, snapshot, snapshot, inputs, multiset=multiset)
-    top_n = top_n_shape(tree) if not ctes else None
+    ranked_input: list[DerivedInput] = []  # a top-N's inner query, maintained on its own
+    top_n = top_n_shape(tree, _deriver(inputs, numbers, ranked_input)) if not ctes else None
     if top_n is not None:
-        return MaintenancePlan(Strategy.TOP_N, snapshot, snapshot, inputs, top_n=top_n)
+        derived = tuple(ranked_input)
+        return MaintenancePlan(
+            Strategy.TOP_N,
+            snapshot,
+            snapshot,
+            inputs | {d.name for d in derived},
+            top_n=top_n,
+            derived=derived,
+        )
     subqueries: list[str] = []  # why a subquery is recomputed
     composed = _composed(tree, inputs, numbers, subqueries) if not ctes else None
     if composed is not None:
         return replace(composed, snapshot_sql=snapshot)
     reason = subqueries[0] if subqueries else recompute_reason(tree)
     return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs, recompute_reason=reason)
+
+
+def _incremental(plan: MaintenancePlan) -> bool:
+    """Whether ``plan`` keeps state a query around it can read as a changelog."""
+    global_aggregate = plan.aggregate is not None and plan.aggregate.global_aggregate
+    return plan.strategy is not Strategy.GENERAL and not global_aggregate
+
+
+def _deriver(
+    inputs: frozenset[str], numbers: list[int], derived: list[DerivedInput]
+) -> Callable[[exp.Select], str | None]:
+    """What maintains a query on its own (adding it to ``derived``) and names the
+    relation its output will be, or gives ``None`` where no strategy maintains it."""
+
+    def derive(query: exp.Select) -> str | None:
+        plan = _classify(query, inputs, numbers)
+        if not _incremental(plan):
+            return None
+        name = f"{DERIVED_PREFIX}{numbers[0]}"
+        numbers[0] += 1
+        derived.append(DerivedInput(name, plan))
+        return name
+
+    return derive
 
 
 def _composed(
@@ -354,24 +397,21 @@ def _composed(
     :mod:`dataflow_operator.core.derived`); the reason a subquery is recomputed, if one
     is, goes to ``recomputed``: it is what a user would change."""
 
-    def incremental(plan: MaintenancePlan) -> bool:
-        global_aggregate = plan.aggregate is not None and plan.aggregate.global_aggregate
-        return plan.strategy is not Strategy.GENERAL and not global_aggregate
-
     def subquery(query: exp.Query) -> MaintenancePlan | None:
         if isinstance(query, exp.Select) and query.is_star and len(query.expressions) > 1:
             return None  # a star and more: __time and __diff would not come last
         plan = _classify(query, inputs, numbers)
         if plan.recompute_reason is not None:
             recomputed.append(plan.recompute_reason)
-        return plan if incremental(plan) else None
+        return plan if _incremental(plan) else None
 
     found = derived_inputs(tree, subquery, numbers)
     if found is None:
         return None
-    rewritten, derived = found
+    rewritten, relations = found
+    derived = tuple(DerivedInput(name, plan) for name, plan in relations)
     outer = _classify(rewritten, inputs | {d.name for d in derived}, numbers)
-    if not incremental(outer):
+    if not _incremental(outer):
         return None
     return replace(outer, derived=derived)
 

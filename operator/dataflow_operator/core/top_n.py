@@ -22,6 +22,7 @@ every restart.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -74,8 +75,16 @@ class TopNPlan:
     output_sql: str
 
 
-def top_n_shape(query: exp.Query) -> TopNPlan | None:
-    """``query`` as a top-N over a linear input, or ``None``."""
+def top_n_shape(
+    query: exp.Query, derive: Callable[[exp.Select], str | None] | None = None
+) -> TopNPlan | None:
+    """``query`` as a top-N over a linear input, or ``None``.
+
+    With ``derive``, the inner query may be another shape (Nexmark's q9 ranks a join's
+    rows): ``derive`` is given it without the ranking and with the ``PARTITION BY`` and
+    ``ORDER BY`` values as columns, and names the relation that will hold its maintained
+    output (:mod:`dataflow_operator.core.derived`), or gives ``None`` where it is not
+    maintained; the top-N reads that relation."""
     if not isinstance(query, exp.Select) or not is_linear_select(_over_table(query)):
         return None
     source = query.args.get("from_") or query.args.get("from")
@@ -104,18 +113,23 @@ def top_n_shape(query: exp.Query) -> TopNPlan | None:
     del items[position]
     items += [exp.alias_(p.copy(), f"{PARTITION_PREFIX}{i}") for i, p in enumerate(partition_by)]
     items += [exp.alias_(o.this.copy(), f"{ORDER_PREFIX}{i}") for i, o in enumerate(ordered)]
-    if not any(_is_star(item) for item in items):
-        items += [exp.column(TIME), exp.column(DIFF)]
     plain.set("expressions", items)
-    if not is_linear_select(plain):
-        return None
+    if is_linear_select(plain):
+        if not any(_is_star(item) for item in items):
+            plain.select(exp.column(TIME), exp.column(DIFF), copy=False)
+        input_sql = render(plain)
+    else:
+        name = derive(plain) if derive is not None else None
+        if name is None:
+            return None
+        input_sql = f"SELECT * FROM {name}"  # its output: the columns, __time, __diff
     output = query.copy()
     output.set("from_" if "from_" in exp.Select.arg_types else "from", _ranked(subquery))
     output.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
     if not any(_is_star(item) for item in output.expressions):  # a star carries them
         output.select(exp.column(TIME), exp.column(DIFF), copy=False)
     return TopNPlan(
-        input_sql=render(plain),
+        input_sql=input_sql,
         partitions=len(partition_by),
         order=tuple((bool(o.args.get("desc")), bool(o.args.get("nulls_first"))) for o in ordered),
         first=first,
