@@ -22,13 +22,20 @@ from sqlglot import exp
 
 from dataflow_operator.core.sql_shape import unwrap
 
-__all__ = ["DERIVED_PREFIX", "derived_inputs"]
+__all__ = ["DERIVED_PREFIX", "derived_inputs", "relation_name"]
 
 DERIVED_PREFIX = "__mz_derived_"
 """The relations that stand for maintained subqueries (numbered within a query)."""
 
 Plan = TypeVar("Plan")
 """What ``classify`` makes of a subquery (the core's maintenance plan)."""
+
+
+def relation_name(numbers: list[int]) -> str:
+    """The next derived relation's name (``numbers`` holds its number; it moves on)."""
+    name = f"{DERIVED_PREFIX}{numbers[0]}"
+    numbers[0] += 1
+    return name
 
 
 def derived_inputs(
@@ -56,8 +63,7 @@ def derived_inputs(
         plan = classify(unwrap(subquery.this.copy()))
         if plan is None:
             return None
-        name = f"{DERIVED_PREFIX}{numbers[0]}"
-        numbers[0] += 1
+        name = relation_name(numbers)
         table = exp.to_table(name)
         table.set("alias", exp.TableAlias(this=exp.to_identifier(subquery.alias)))
         subquery.replace(table)

@@ -70,7 +70,7 @@ from functools import lru_cache
 
 from sqlglot import exp
 
-from dataflow_operator.core.derived import DERIVED_PREFIX, derived_inputs
+from dataflow_operator.core.derived import derived_inputs, relation_name
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.join import JOINED, JoinShape, join_shape
 from dataflow_operator.core.multiset import MultisetPlan, multiset_shape
@@ -366,10 +366,20 @@ def _classify(
     return MaintenancePlan(Strategy.GENERAL, snapshot, snapshot, inputs, recompute_reason=reason)
 
 
-def _incremental(plan: MaintenancePlan) -> bool:
-    """Whether ``plan`` keeps state a query around it can read as a changelog."""
+def _on_its_own(
+    query: exp.Query, inputs: frozenset[str], numbers: list[int], recomputed: list[str]
+) -> MaintenancePlan | None:
+    """The plan of ``query`` when a query around it can read its maintained output as a
+    relation (an incremental strategy, not a global aggregate, no star beside other
+    columns: ``__time`` and ``__diff`` would not come last), else ``None``; why it is
+    recomputed, if it is, goes to ``recomputed``."""
+    if isinstance(query, exp.Select) and query.is_star and len(query.expressions) > 1:
+        return None
+    plan = _classify(query, inputs, numbers)
+    if plan.recompute_reason is not None:
+        recomputed.append(plan.recompute_reason)
     global_aggregate = plan.aggregate is not None and plan.aggregate.global_aggregate
-    return plan.strategy is not Strategy.GENERAL and not global_aggregate
+    return None if plan.strategy is Strategy.GENERAL or global_aggregate else plan
 
 
 def _deriver(
@@ -379,11 +389,10 @@ def _deriver(
     relation its output will be, or gives ``None`` where no strategy maintains it."""
 
     def derive(query: exp.Select) -> str | None:
-        plan = _classify(query, inputs, numbers)
-        if not _incremental(plan):
+        plan = _on_its_own(query, inputs, numbers, [])
+        if plan is None:
             return None
-        name = f"{DERIVED_PREFIX}{numbers[0]}"
-        numbers[0] += 1
+        name = relation_name(numbers)
         derived.append(DerivedInput(name, plan))
         return name
 
@@ -398,22 +407,15 @@ def _composed(
     is, goes to ``recomputed``: it is what a user would change."""
 
     def subquery(query: exp.Query) -> MaintenancePlan | None:
-        if isinstance(query, exp.Select) and query.is_star and len(query.expressions) > 1:
-            return None  # a star and more: __time and __diff would not come last
-        plan = _classify(query, inputs, numbers)
-        if plan.recompute_reason is not None:
-            recomputed.append(plan.recompute_reason)
-        return plan if _incremental(plan) else None
+        return _on_its_own(query, inputs, numbers, recomputed)
 
     found = derived_inputs(tree, subquery, numbers)
     if found is None:
         return None
     rewritten, relations = found
     derived = tuple(DerivedInput(name, plan) for name, plan in relations)
-    outer = _classify(rewritten, inputs | {d.name for d in derived}, numbers)
-    if not _incremental(outer):
-        return None
-    return replace(outer, derived=derived)
+    outer = _on_its_own(rewritten, inputs | {d.name for d in derived}, numbers, [])
+    return None if outer is None else replace(outer, derived=derived)
 
 
 def plan_over_joined(sql: str) -> MaintenancePlan | None:

@@ -325,16 +325,15 @@ class Engine:
             self.release_inputs()
 
     def next_due(self) -> Timestamp | None:
-        """The earliest time after the last step at which a dataflow's state has an
-        update due (a temporal filter's retraction, held output), as far as the idle
-        checks have read: a wall clock wakes for it rather than at its next tick."""
+        """The earliest time at which a dataflow's state has an update due (a temporal
+        filter's retraction, held output), as far as the idle checks have read: a wall
+        clock wakes for it rather than at its next tick (one already past is no reason
+        to wake: :meth:`TickPlan.times <dataflow_operator.runtime.clock.TickPlan.times>`)."""
         with self._lock:
             times = [
                 due
                 for entry in self._entries.values()
-                if entry.running is not None
-                and (due := entry.running.due_at()) is not None
-                and (self.now is None or due > self.now)
+                if entry.running is not None and (due := entry.running.due_at()) is not None
             ]
         return min(times, default=None)
 
