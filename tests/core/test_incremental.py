@@ -152,8 +152,13 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "GROUP BY u.a, window(e.b, '1 hour', '10 minutes')",
         Strategy.JOIN,
     ),
+    # an aggregate over its sessionizer (core.session)
     "session window": (
         "SELECT session_window.start, COUNT(*) FROM events GROUP BY session_window(b, '5 minutes')",
+        Strategy.AGGREGATE,
+    ),
+    "session window of a day": (
+        "SELECT session_window.start, COUNT(*) FROM events GROUP BY session_window(b, '1 day')",
         Strategy.GENERAL,
     ),
     "limit": ("SELECT a FROM events ORDER BY a LIMIT 10", Strategy.GENERAL),

@@ -51,11 +51,29 @@ SOURCES = ["t", "u", "v"]
             "ON x.a = y.a",
             "the aggregate PERCENTILE(b, 0.5)",
         ),
-        (
+        (  # a gap of no one length (a day in a zone with summer time): see core.session
             "SELECT a, count(*) AS n, session_window.start AS s FROM t "
-            "GROUP BY a, session_window(c, '10 seconds')",
-            "GROUP BY session_window(…) (a session grows and merges as rows arrive; tumbling "
-            "and sliding window(…) keys are kept incrementally)",
+            "GROUP BY a, session_window(c, '1 day')",
+            "GROUP BY SESSION_WINDOW(c, '1 day') (a gap of no fixed length: days, months or "
+            "not understood)",
+        ),
+        (
+            "SELECT a, count(*) AS n FROM t GROUP BY a, session_window(c, a)",
+            "GROUP BY SESSION_WINDOW(c, a) (a gap that is not one constant)",
+        ),
+        (
+            "SELECT a, count(*) AS n FROM t GROUP BY a, session_window(c, '-2 seconds')",
+            "GROUP BY SESSION_WINDOW(c, '-2 seconds') (a gap of zero or less puts no row in a "
+            "session)",
+        ),
+        (
+            "SELECT t.a, count(*) AS n FROM t JOIN u ON t.a = u.a "
+            "GROUP BY t.a, session_window(t.c, '1 second')",
+            "GROUP BY session_window(…) of a join or a subquery",
+        ),
+        (  # sessions kept, an aggregate that is not: the aggregate is what to change
+            "SELECT a, percentile(b, 0.5) AS p FROM t GROUP BY a, session_window(c, '1 second')",
+            "the aggregate PERCENTILE(b, 0.5)",
         ),
         (  # a subquery without an alias: its columns cannot be named from outside
             "SELECT a FROM (SELECT a, count(*) AS n FROM t GROUP BY a, b) WHERE n > 1",

@@ -12,6 +12,7 @@ import json
 import random
 import tempfile
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -142,11 +143,24 @@ def _write(directory: Path, name: str, updates: list[Update]) -> None:
         (directory / name).write_text("".join(json.dumps(u) + "\n" for u in updates))
 
 
+def comparable(value: Any) -> Any:
+    """``value`` as the oracle and the engine's output can both be compared: a timestamp
+    as a naive UTC datetime (Spark's ``collect`` gives local naive ones, the engine aware
+    ones), a struct (the engine's dict, Spark's ``Row``) as the tuple of its values."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None)
+    if isinstance(value, dict):
+        return tuple(comparable(v) for v in value.values())
+    if isinstance(value, tuple):
+        return tuple(comparable(v) for v in value)
+    return value
+
+
 def _consolidated(updates: list[tuple[int, int, tuple[Any, ...]]], time: int) -> Rows:
     counts: Rows = Counter()
     for at, diff, row in updates:
         if at <= time:
-            counts[row] += diff
+            counts[comparable(row)] += diff
     return Counter({row: n for row, n in counts.items() if n})  # negative counts kept
 
 
@@ -168,7 +182,7 @@ def oracle(
         frame.createOrReplaceTempView(name)
     try:
         return {
-            name: Counter(tuple(row) for row in spark.sql(sql).collect())
+            name: Counter(comparable(tuple(row)) for row in spark.sql(sql).collect())
             for name, sql in queries.items()
         }
     finally:

@@ -22,6 +22,7 @@ HEAVY = ("pandas", "numpy", "pyarrow", "sqlglot", "pydantic")
         "dataflow_operator.runtime.strategies.arrangement",
         "dataflow_operator.runtime.strategies.row_counts",
         "dataflow_operator.runtime.strategies.top_n_rows",
+        "dataflow_operator.runtime.strategies.session_rows",
     ],
 )
 def test_the_pre_init_runner_imports_nothing_heavy_for_a_processor(module: str) -> None:

@@ -37,6 +37,12 @@ classifies what remains into one of these strategies:
     partition, see :mod:`dataflow_operator.core.top_n`. :attr:`MaintenancePlan.top_n` is
     its plan.
 
+``SESSION``
+    Only ever a subquery of its own: a ``GROUP BY … session_window(ts, 'gap')`` query is
+    an AGGREGATE over its *sessionizer*, which keeps each partition's rows by time and
+    gives each row its session's bounds (:mod:`dataflow_operator.core.session`).
+    :attr:`MaintenancePlan.session` is the sessionizer's plan.
+
 Each of these may also read subqueries of its ``FROM`` and ``JOIN`` clauses that are
 maintained by a strategy of their own (an aggregate of an aggregate, a join with one):
 :attr:`MaintenancePlan.derived`, see :mod:`dataflow_operator.core.derived`.
@@ -70,11 +76,12 @@ from functools import lru_cache
 
 from sqlglot import exp
 
-from dataflow_operator.core.derived import derived_inputs, relation_name
+from dataflow_operator.core.derived import DERIVED_PREFIX, derived_inputs, relation_name
 from dataflow_operator.core.errors import InvalidSql
 from dataflow_operator.core.join import JOINED, JoinShape, join_shape
 from dataflow_operator.core.multiset import MultisetPlan, multiset_shape
 from dataflow_operator.core.recompute import recompute_reason
+from dataflow_operator.core.session import SessionPlan, session_shape
 from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.sql_rewrites import equivalent_shape
 from dataflow_operator.core.sql_shape import (
@@ -88,6 +95,7 @@ from dataflow_operator.core.sql_shape import (
     is_linear,
     is_mz_now,
     is_nondeterministic,
+    is_session_window,
     normalized,
     render,
     set_from_table,
@@ -135,6 +143,7 @@ class Strategy(enum.Enum):
     JOIN = "join"
     SET = "set"
     TOP_N = "top_n"
+    SESSION = "session"
     GENERAL = "general"
 
 
@@ -222,6 +231,8 @@ class MaintenancePlan:
     - ``join``: set for JOIN only; ``sql`` is then the query itself, as for GENERAL.
     - ``multiset``: set for SET only; ``sql`` is then the query itself.
     - ``top_n``: set for TOP_N only; ``sql`` is then the query itself.
+    - ``session``: set for SESSION only (a session-window query's sessionizer, only ever
+      a derived input); ``sql`` and ``snapshot_sql`` are then the rows it sessionizes.
     - ``derived``: the subqueries maintained on their own that this stage reads as
       relations (:mod:`dataflow_operator.core.derived`); its strategy, ``sql`` and
       ``inputs`` are then the query's over them, ``snapshot_sql`` the query as written.
@@ -237,6 +248,7 @@ class MaintenancePlan:
     join: JoinShape | None = None
     multiset: MultisetPlan | None = None
     top_n: TopNPlan | None = None
+    session: SessionPlan | None = None
     derived: tuple[DerivedInput, ...] = ()
     recompute_reason: str | None = None
 
@@ -335,6 +347,9 @@ def _classify(
             if not select.is_star:
                 select.select(exp.column(TIME), exp.column(DIFF), copy=False)
         return MaintenancePlan(Strategy.LINEAR, render(linear), snapshot, inputs)
+    sessions = _sessions(tree, inputs, numbers) if not ctes else None
+    if sessions is not None:
+        return replace(sessions, snapshot_sql=snapshot)
     if isinstance(tree, exp.Select):
         aggregate = _aggregate_plan(tree, ctes)
         if aggregate is not None:
@@ -397,6 +412,26 @@ def _deriver(
         return name
 
     return derive
+
+
+def _sessions(
+    tree: exp.Query, inputs: frozenset[str], numbers: list[int]
+) -> MaintenancePlan | None:
+    """A session-window query as a GROUP BY over its sessionizer, maintained on its own
+    (:mod:`dataflow_operator.core.session`), or ``None``."""
+    relation = f"{DERIVED_PREFIX}{numbers[0]}"
+    shape = session_shape(tree, relation)
+    if shape is None:
+        return None
+    relation_name(numbers)  # taken
+    session = shape.plan
+    sessionizer = MaintenancePlan(
+        Strategy.SESSION, session.input_sql, session.input_sql, inputs, session=session
+    )
+    outer = _on_its_own(shape.outer, inputs | {relation}, numbers, [])
+    if outer is None or outer.strategy is not Strategy.AGGREGATE:
+        return None
+    return replace(outer, derived=(DerivedInput(relation, sessionizer),))
 
 
 def _composed(
@@ -468,8 +503,8 @@ def _aggregate_plan(select: exp.Select, ctes: frozenset[str]) -> tuple[str, Aggr
             if isinstance(node, exp.Star) and isinstance(node.parent, exp.Count):
                 continue
             return None
-        if is_nondeterministic(node):
-            return None
+        if is_nondeterministic(node) or is_session_window(node):
+            return None  # a session window's groups merge: core.session
     select = _unqualified(select, table.alias_or_name)
     group = select.args.get("group")
     try:

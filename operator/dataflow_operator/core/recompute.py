@@ -11,8 +11,14 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dataflow_operator.core.join import is_equi_condition
+from dataflow_operator.core.session import unkept_window
 from dataflow_operator.core.sql import DIALECT
-from dataflow_operator.core.sql_shape import is_aggregate, is_linear_select, is_time_window
+from dataflow_operator.core.sql_shape import (
+    from_table,
+    is_aggregate,
+    is_linear_select,
+    is_session_window,
+)
 
 __all__ = ["INCREMENTAL_AGGREGATES", "recompute_reason"]
 
@@ -126,12 +132,16 @@ def _query_of_query(query: exp.Query) -> str | None:
 def _time_windows(query: exp.Query) -> str | None:
     for select in query.find_all(exp.Select):
         group = select.args.get("group")
-        for key in group.expressions if group is not None else []:
-            if is_time_window(key) and key.name.lower() == "session_window":
-                return (
-                    "GROUP BY session_window(…) (a session grows and merges as rows arrive; "
-                    "tumbling and sliding window(…) keys are kept incrementally)"
-                )
+        keys = group.expressions if group is not None else []
+        sessions = [key for key in keys if is_session_window(key)]
+        if len(sessions) > 1:
+            return "GROUP BY two session_window(…) keys"
+        for key in sessions:
+            unkept = unkept_window(key)
+            if unkept is not None:
+                return f"GROUP BY {unkept}"
+        if sessions and (select.args.get("joins") or from_table(select) is None):
+            return "GROUP BY session_window(…) of a join or a subquery"
     return None
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "is_linear_select",
     "is_mz_now",
     "is_nondeterministic",
+    "is_session_window",
     "is_time_window",
     "leaves",
     "normalized",
@@ -120,6 +121,11 @@ def render(node: exp.Expr) -> str:
 def is_time_window(node: exp.Expr) -> bool:
     """Whether ``node`` calls one of :data:`TIME_WINDOW_FUNCTIONS`."""
     return isinstance(node, exp.Anonymous) and node.name.lower() in TIME_WINDOW_FUNCTIONS
+
+
+def is_session_window(node: exp.Expr) -> bool:
+    """Whether ``node`` calls ``session_window`` (whose groups merge as rows arrive)."""
+    return is_time_window(node) and node.name.lower() == "session_window"
 
 
 def is_mz_now(node: exp.Expr) -> bool:

@@ -51,6 +51,7 @@ from dataflow_operator.runtime.strategies.general import Recompute, inputs_chang
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
 from dataflow_operator.runtime.strategies.partial_sums import PartialSums, sums_exactly
+from dataflow_operator.runtime.strategies.sessions import session_changelog, unsessioned_type
 from dataflow_operator.runtime.strategies.temporal_filter import apply_bounds
 from dataflow_operator.runtime.strategies.top_n import top_n_changelog, unordered_type
 
@@ -286,17 +287,30 @@ def _top_n(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame
     return _as_output(frame, _snapshot_schema(spark, plan))
 
 
+def _sessions(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame | str:
+    """A session window's sessionizer over the registered inputs (always a subquery of
+    its own: :mod:`dataflow_operator.core.session`), or why the query recomputes instead
+    (a time of a type it cannot take)."""
+    session = plan.maintenance.session
+    assert session is not None
+    inner = spark.sql(session.input_sql)
+    unsessioned = unsessioned_type(inner)
+    if unsessioned is not None:
+        return f"a session window over a time of type {unsessioned} (a TIMESTAMP is kept)"
+    return session_changelog(session, inner, until=until)
+
+
 def _register_derived(
     spark: SparkSession,
     maintenance: MaintenancePlan,
     plan: QueryPlan,
     until: int | None,
     registered: list[str],
-) -> bool:
+) -> str | None:
     """Register the output changelog of each subquery ``maintenance`` reads as a relation
     of its own (:mod:`dataflow_operator.core.derived`; theirs first), adding the names to
-    ``registered``; false when one cannot be maintained after all (its join does not
-    resolve, its top-N cannot sort its values).
+    ``registered``; why the query is recomputed when one cannot be maintained after all
+    (its join does not resolve, its top-N cannot sort its values), else ``None``.
 
     Every strategy's output comes in time order from one batch to the next (a join's and
     an aggregate's over a join are held until the watermark passes), as a source's
@@ -308,14 +322,14 @@ def _register_derived(
             spark, subquery, strategy, until=until, previous_until=None, derived=registered
         )
         if isinstance(frame, str):
-            return False
+            return frame
         if strategy in (Strategy.AGGREGATE, Strategy.LINEAR):  # Spark's names for its columns
             frame = _as_output(frame, _snapshot_schema(spark, subquery))
         if until is not None:
             frame = frame.filter(F.col(TIME) < F.lit(until))
         frame.createOrReplaceTempView(derived.name)
         registered.append(derived.name)
-    return True
+    return None
 
 
 def _recomputed(plan: QueryPlan) -> QueryPlan:
@@ -342,13 +356,16 @@ def _strategy_frame(
     is recomputed instead."""
     if strategy is Strategy.GENERAL:
         return planned_recompute_reason(plan) or UNRESOLVED_JOIN
-    if not _register_derived(spark, plan.maintenance, plan, until, derived):
-        return UNRESOLVED_JOIN
+    unmaintained = _register_derived(spark, plan.maintenance, plan, until, derived)
+    if unmaintained is not None:
+        return unmaintained
     if strategy is Strategy.JOIN:
         joined = _join(spark, plan, until)
         return UNRESOLVED_JOIN if joined is None else joined
     if strategy is Strategy.TOP_N:
         return _top_n(spark, plan, until)
+    if strategy is Strategy.SESSION:
+        return _sessions(spark, plan, until)
     if strategy is Strategy.SET:
         return _multiset(spark, plan, until)
     if strategy is Strategy.AGGREGATE:

@@ -25,6 +25,11 @@ from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW
 from dataflow_operator.runtime.strategies.join import JSON_OPTIONS
+from dataflow_operator.runtime.strategies.partition_columns import (
+    numbered,
+    partition_value,
+    quoted,
+)
 from dataflow_operator.runtime.strategies.top_n_rows import OrderKey, TopNRows
 
 __all__ = ["ORDER", "RANK", "top_n_changelog", "unordered_type"]
@@ -49,7 +54,7 @@ bytes; NaN and the infinities of a float are handled by :class:`~.top_n_rows.Ord
 def unordered_type(plan: TopNPlan, frame: DataFrame) -> str | None:
     """The type of the first ``ORDER BY`` value of ``frame`` (the plan's input) that the
     top-N cannot sort as Spark does, or ``None``."""
-    for name in _names(frame, ORDER_PREFIX):
+    for name in numbered(frame, ORDER_PREFIX):
         data_type = frame.schema[name].dataType
         collated = isinstance(data_type, T.StringType) and data_type.collation != "UTF8_BINARY"
         if collated or not isinstance(
@@ -70,10 +75,10 @@ def top_n_changelog(plan: TopNPlan, frame: DataFrame, *, until: int | None) -> D
     ]
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
-    partition = [_normalized(frame, name) for name in _names(frame, PARTITION_PREFIX)]
-    orders = _names(frame, ORDER_PREFIX)
+    partition = [partition_value(frame, name) for name in numbered(frame, PARTITION_PREFIX)]
+    orders = numbered(frame, ORDER_PREFIX)
     values = [_sortable(frame, name).alias(str(i)) for i, name in enumerate(orders)]
-    row = F.to_json(F.struct(*[_quoted(c) for c in data]), JSON_OPTIONS)
+    row = F.to_json(F.struct(*[quoted(c) for c in data]), JSON_OPTIONS)
     arranged = frame.select(
         (F.to_json(F.struct(*partition), JSON_OPTIONS) if partition else F.lit("")).alias(KEY),
         row.alias(ROW),
@@ -114,24 +119,6 @@ def top_n_changelog(plan: TopNPlan, frame: DataFrame, *, until: int | None) -> D
         F.col(TIME),
         F.col(DIFF),
     )
-
-
-def _names(frame: DataFrame, prefix: str) -> list[str]:
-    """The frame's columns named ``prefix<i>``, in order of ``i``."""
-    found = [c for c in frame.columns if c.startswith(prefix)]
-    return sorted(found, key=lambda c: int(c[len(prefix) :]))
-
-
-def _quoted(name: str) -> Column:
-    return F.col(f"`{name.replace('`', '``')}`")
-
-
-def _normalized(frame: DataFrame, name: str) -> Column:
-    """A ``PARTITION BY`` value as SQL groups it: -0.0 is 0.0."""
-    column = F.col(name)
-    if isinstance(frame.schema[name].dataType, T.FloatType | T.DoubleType):
-        column = F.when(column == 0, F.lit(0).cast(frame.schema[name].dataType)).otherwise(column)
-    return column.alias(name)
 
 
 def _sortable(frame: DataFrame, name: str) -> Column:
