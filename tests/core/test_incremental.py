@@ -129,12 +129,12 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
     "count distinct": ("SELECT a, COUNT(DISTINCT b) FROM events GROUP BY a", Strategy.AGGREGATE),
     "count distinct of two": (
         "SELECT a, COUNT(DISTINCT b, c) FROM events GROUP BY a",
-        Strategy.GENERAL,
+        Strategy.AGGREGATE,
     ),
     "aggregate filter": ("SELECT COUNT(*) FILTER (WHERE b > 1) FROM events", Strategy.AGGREGATE),
     "aggregate filter over two columns": (
-        "SELECT COUNT(DISTINCT a, b) FILTER (WHERE b > 1) FROM events",
-        Strategy.GENERAL,
+        "SELECT a, COUNT(DISTINCT a, b) FILTER (WHERE b > 1) FROM events GROUP BY a",
+        Strategy.AGGREGATE,
     ),
     "anonymous aggregate": ("SELECT a, try_sum(b) FROM events GROUP BY a", Strategy.GENERAL),
     "window": ("SELECT a, ROW_NUMBER() OVER (ORDER BY b) FROM events", Strategy.GENERAL),

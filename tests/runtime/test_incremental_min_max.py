@@ -4,14 +4,21 @@ query, over one source and over a join."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.runtime.runs import T
 from tests.runtime.test_incremental_join import check_joins
 from tests.wide import seeds
 
+from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.incremental import Strategy
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark
 
@@ -19,6 +26,11 @@ EXTREMES = {
     "per_key": "SELECT k, min(v) AS low, max(v) AS high, count(*) AS n FROM l GROUP BY k",
     "strings": "SELECT s, min(w) AS first, max(k) AS last FROM r WHERE w <> 'c' GROUP BY s",
     "distinct_count": "SELECT k, count(DISTINCT s) AS tags, count(*) AS n FROM l GROUP BY k",
+    # a row with a NULL in one of them is not counted; FILTER makes its values NULL
+    "distinct_pairs": (
+        "SELECT k, count(DISTINCT s, v) AS pairs, count(DISTINCT v, s) FILTER (WHERE v > 2) "
+        "AS big, count(*) AS n FROM l GROUP BY k"
+    ),
 }
 
 
@@ -34,6 +46,55 @@ def test_count_distinct_over_a_join_matches_spark(spark: SparkSession, tmp_path:
         "joined": (
             "SELECT r.w, count(DISTINCT l.v) AS values, min(l.v) AS low FROM l "
             "LEFT JOIN r ON l.k = r.k GROUP BY r.w"
-        )
+        ),
+        "joined_pairs": (
+            "SELECT l.k, count(DISTINCT r.w, l.s) AS pairs FROM l JOIN r ON l.k = r.k GROUP BY l.k"
+        ),
     }
     check_joins(spark, tmp_path, seed=11, queries=joined, strategy=Strategy.JOIN)
+
+
+SPECIAL_PAIRS = [
+    {"g": 1, "d": -0.0},
+    {"g": 1, "d": 0.0},  # one value with -0.0 for DISTINCT
+    {"g": 1, "d": float("nan")},
+    {"g": 1, "d": float("nan")},  # NaN equals NaN for DISTINCT
+    {"g": 1, "d": None},  # not counted
+    {"g": 2, "d": 1.5},
+    {"g": None, "d": 1.5},  # not counted
+]
+
+
+def test_count_distinct_pairs_of_special_floats_match_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    events = tmp_path / "events"
+    events.mkdir()
+    rows = [{**row, "time": 10, "diff": 1} for row in SPECIAL_PAIRS]
+    (events / "0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    schema = "g DOUBLE, d DOUBLE"
+    sql = "SELECT g > 0 AS positive, count(DISTINCT g, d) AS pairs FROM events GROUP BY g > 0"
+    source = {
+        "name": "events",
+        "changelog": {"path": str(events), "format": "json", "schema": schema},
+        "timeline": {"external": "erp"},
+    }
+    spec = DataflowSpec.model_validate(
+        {"cluster": "c", "kind": "Subscribe", "sources": [source], "sql": sql}
+    )
+    outputs: list[BatchOutput] = []
+    engine = Engine(spark, EngineConfig(tmp_path / "state", T), on_output=outputs.append)
+    try:
+        assert not engine.apply(dataflows_from([("pairs", spec)])).failed
+        engine.step(T)
+        (report,) = engine.report().dataflows
+        assert report.strategy_reason is None, report.strategy_reason
+    finally:
+        engine.close()
+    got = Counter(row for o in outputs for _, diff, row in o.updates for _ in range(diff))
+    spark.read.schema(schema).json(str(events)).createOrReplaceTempView("events")
+    try:
+        expected = Counter(tuple(r) for r in spark.sql(sql).collect())
+    finally:
+        spark.catalog.dropTempView("events")
+    assert got == expected == Counter({(True, 3): 1, (None, 0): 1})

@@ -133,6 +133,8 @@ COUNT = "__count"
 
 KEY_PREFIX = "__key_"
 SUM_PREFIX = "__sum_"
+DISTINCT_TUPLE = "__distinct_"
+"""The fields of the struct a count(DISTINCT a, b, …) counts (``__distinct_0``, …)."""
 
 
 class Strategy(enum.Enum):
@@ -704,13 +706,16 @@ class _AggregateBuilder:
         return _null_if_zero(count, exp.Div(this=total, expression=count.copy()))
 
     def _count_distinct(self, distinct: exp.Distinct) -> exp.Column:
-        """count(DISTINCT x): the number of values of the group's multiset of ``x``."""
-        if distinct.args.get("on") or len(distinct.expressions) != 1:
+        """count(DISTINCT x): the number of values of the group's multiset of ``x``;
+        count(DISTINCT x, y, …): of the structs of ``x``, ``y``, … none of which is NULL
+        (the engine keeps each as its JSON, :data:`DISTINCT_TUPLE`)."""
+        arguments = distinct.expressions
+        if distinct.args.get("on") or not arguments:
             raise _NotSupported
-        (argument,) = distinct.expressions
-        if any(is_aggregate(n) or is_mz_now(n) for n in argument.walk()):
+        if any(is_aggregate(n) or is_mz_now(n) for a in arguments for n in a.walk()):
             raise _NotSupported
-        return self._partial(exp.func("MIN", argument.copy()), "count_distinct")
+        value = arguments[0].copy() if len(arguments) == 1 else _distinct_tuple(arguments)
+        return self._partial(exp.func("MIN", value), "count_distinct")
 
     def _partial(self, expression: exp.Expr, kind: str = "sum") -> exp.Column:
         """The state column accumulating the diff-weighted partial sum ``expression``
@@ -742,6 +747,18 @@ class _AggregateBuilder:
     def _sum(self, argument: exp.Expr) -> exp.Column:
         weighted = exp.Mul(this=_paren(argument), expression=exp.column(DIFF))
         return self._partial(exp.func("COALESCE", exp.func("SUM", weighted), exp.Literal.number(0)))
+
+
+def _distinct_tuple(arguments: list[exp.Expr]) -> exp.Expr:
+    """``CASE WHEN a IS NULL OR b IS NULL … THEN NULL ELSE STRUCT(a AS __distinct_0, …)
+    END``: what count(DISTINCT a, b, …) counts the distinct values of (Spark counts the
+    rows none of whose values is NULL)."""
+    fields = [exp.alias_(a.copy(), f"{DISTINCT_TUPLE}{i}") for i, a in enumerate(arguments)]
+    nulls = [exp.Is(this=_paren(a), expression=exp.Null()) for a in arguments]
+    return exp.Case(
+        ifs=[exp.If(this=exp.or_(*nulls), true=exp.Null())],
+        default=exp.Struct(expressions=fields),
+    )
 
 
 def _paren(expression: exp.Expr) -> exp.Expr:

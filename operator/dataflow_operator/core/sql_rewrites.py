@@ -154,16 +154,26 @@ def filters_as_case(query: exp.Query) -> exp.Query:
         argument = aggregate.this
         distinct = isinstance(argument, exp.Distinct)
         values = argument.expressions if distinct else [argument]
-        if len(values) != 1 or values[0] is None:
-            continue  # count(DISTINCT a, b): no one CASE holds both
-        value = values[0]
-        kept = exp.Literal.number(1) if isinstance(value, exp.Star) else value.copy()
-        case = exp.Case(ifs=[exp.If(this=where.this.copy(), true=kept)])
+        if not values or any(value is None for value in values):
+            continue
+        # count(DISTINCT a, b) FILTER (WHERE c) counts the pairs of CASE WHEN c THEN a END
+        # and CASE WHEN c THEN b END: a row c rejects has NULLs, which it does not count.
+        cases = [
+            exp.Case(
+                ifs=[
+                    exp.If(
+                        this=where.this.copy(),
+                        true=exp.Literal.number(1) if isinstance(v, exp.Star) else v.copy(),
+                    )
+                ]
+            )
+            for v in values
+        ]
         rewritten = aggregate.copy()
         if distinct:
-            rewritten.this.set("expressions", [case])
+            rewritten.this.set("expressions", cases)
         else:
-            rewritten.set("this", case)
+            rewritten.set("this", cases[0])
         node.replace(rewritten)
     return query
 

@@ -47,6 +47,7 @@ from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.strategies.aggregate import GroupTotals
 from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET
+from dataflow_operator.runtime.strategies.distinct_values import distinct_text
 from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
@@ -131,14 +132,23 @@ def _aggregate(
     assert aggregate is not None
     partial = spark.sql(plan.sql)  # for the partial sums' types only
     per_row = spark.sql(aggregate.per_row_sql)
+    kinds = aggregate.kinds or ("sum",) * len(aggregate.sums)
+    tuples = {  # count(DISTINCT a, b): its structs kept as text
+        name
+        for name, kind in zip(aggregate.sums, kinds, strict=True)
+        if kind == "count_distinct" and isinstance(partial.schema[name].dataType, T.StructType)
+    }
     per_row = per_row.select(
         *[
-            F.col(f"`{field.name}`").cast(field.dataType).alias(field.name)
+            (
+                distinct_text(F.col(f"`{field.name}`"), field.dataType)
+                if field.name in tuples and isinstance(field.dataType, T.StructType)
+                else F.col(f"`{field.name}`").cast(field.dataType)
+            ).alias(field.name)
             for field in partial.schema.fields
         ]
     )
     keys = [partial.schema[k] for k in aggregate.keys]
-    kinds = aggregate.kinds or ("sum",) * len(aggregate.sums)
     sums = [
         T.StructField(name, T.LongType()) if kind == "count_distinct" else partial.schema[name]
         for name, kind in zip(aggregate.sums, kinds, strict=True)
