@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 import io
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.time import parse_timestamp
 from dataflow_operator.runtime.cli import run as run_command
+from dataflow_operator.runtime.engine.config import EngineConfig
+from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
+from dataflow_operator.runtime.engine.running import BatchOutput
 
 DAY = 86_400_000
 T = parse_timestamp("2026-01-01T00:00:00Z")
@@ -80,3 +85,42 @@ def run_replica(spark: SparkSession, tmp: Path, argv: list[str]) -> RunResult:
     code = run_command.execute(args, lambda: spark, out, err)
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
     return RunResult(code, out.getvalue(), err.getvalue(), status)
+
+
+Rows = Counter[tuple[Any, ...]]
+
+
+def maintained_and_batch(
+    spark: SparkSession, tmp: Path, sql: str, schema: str, rows: list[dict[str, Any]]
+) -> tuple[Rows, Rows]:
+    """``sql`` over a ``changelog`` source ``events`` (``schema``) of ``rows``, all inserted
+    at one time: its output maintained by the engine in one step (which must keep it
+    incremental) and Spark's batch answer over the same rows."""
+    events = tmp / "events"
+    events.mkdir()
+    updates = [{**row, "time": 10, "diff": 1} for row in rows]
+    (events / "0.json").write_text("".join(json.dumps(u) + "\n" for u in updates))
+    source = {
+        "name": "events",
+        "changelog": {"path": str(events), "format": "json", "schema": schema},
+        "timeline": {"external": "erp"},
+    }
+    spec = DataflowSpec.model_validate(
+        {"cluster": "c", "kind": "Subscribe", "sources": [source], "sql": sql}
+    )
+    outputs: list[BatchOutput] = []
+    engine = Engine(spark, EngineConfig(tmp / "state", T), on_output=outputs.append)
+    try:
+        assert not engine.apply(dataflows_from([("events", spec)])).failed
+        engine.step(T)
+        (report,) = engine.report().dataflows
+        assert report.strategy_reason is None, report.strategy_reason
+    finally:
+        engine.close()
+    got = Counter(row for o in outputs for _, diff, row in o.updates for _ in range(diff))
+    spark.read.schema(schema).json(str(events)).createOrReplaceTempView("events")
+    try:
+        expected = Counter(tuple(r) for r in spark.sql(sql).collect())
+    finally:
+        spark.catalog.dropTempView("events")
+    return got, expected

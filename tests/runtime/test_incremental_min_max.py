@@ -4,21 +4,16 @@ query, over one source and over a join."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from tests.runtime.runs import T
+from tests.runtime.runs import maintained_and_batch
 from tests.runtime.test_incremental_join import check_joins
 from tests.wide import seeds
 
-from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.incremental import Strategy
-from dataflow_operator.runtime.engine.config import EngineConfig
-from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
-from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark
 
@@ -68,33 +63,6 @@ SPECIAL_PAIRS = [
 def test_count_distinct_pairs_of_special_floats_match_spark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    events = tmp_path / "events"
-    events.mkdir()
-    rows = [{**row, "time": 10, "diff": 1} for row in SPECIAL_PAIRS]
-    (events / "0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    schema = "g DOUBLE, d DOUBLE"
     sql = "SELECT g > 0 AS positive, count(DISTINCT g, d) AS pairs FROM events GROUP BY g > 0"
-    source = {
-        "name": "events",
-        "changelog": {"path": str(events), "format": "json", "schema": schema},
-        "timeline": {"external": "erp"},
-    }
-    spec = DataflowSpec.model_validate(
-        {"cluster": "c", "kind": "Subscribe", "sources": [source], "sql": sql}
-    )
-    outputs: list[BatchOutput] = []
-    engine = Engine(spark, EngineConfig(tmp_path / "state", T), on_output=outputs.append)
-    try:
-        assert not engine.apply(dataflows_from([("pairs", spec)])).failed
-        engine.step(T)
-        (report,) = engine.report().dataflows
-        assert report.strategy_reason is None, report.strategy_reason
-    finally:
-        engine.close()
-    got = Counter(row for o in outputs for _, diff, row in o.updates for _ in range(diff))
-    spark.read.schema(schema).json(str(events)).createOrReplaceTempView("events")
-    try:
-        expected = Counter(tuple(r) for r in spark.sql(sql).collect())
-    finally:
-        spark.catalog.dropTempView("events")
+    got, expected = maintained_and_batch(spark, tmp_path, sql, "g DOUBLE, d DOUBLE", SPECIAL_PAIRS)
     assert got == expected == Counter({(True, 3): 1, (None, 0): 1})

@@ -6,7 +6,6 @@ so that Spark's own answer does not depend on how it numbers tied rows."""
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections import Counter
 from datetime import UTC, datetime
@@ -17,15 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
-from tests.runtime.runs import T
+from tests.runtime.runs import maintained_and_batch
 from tests.runtime.test_incremental_join import check_joins, seeded_half
 from tests.wide import examples, seeds
 
-from dataflow_operator.api.dataflow import DataflowSpec
 from dataflow_operator.core.incremental import Strategy
-from dataflow_operator.runtime.engine.config import EngineConfig
-from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
-from dataflow_operator.runtime.engine.running import BatchOutput
 
 pytestmark = pytest.mark.spark
 
@@ -112,48 +107,12 @@ def test_special_values_rank_as_spark_ranks_them(
 ) -> None:
     # NaN above every number, the infinities, NULLs first or last, -0.0 equal to 0.0 (as a
     # partition too), and timestamps a microsecond apart.
-    events = tmp_path / "events"
-    events.mkdir()
-    rows = [{**row, "time": 10, "diff": 1} for row in SPECIAL]
-    (events / "0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
     sql = (
         "SELECT g, d, t, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY g "
         f"ORDER BY {order}) AS rn FROM events) WHERE rn <= 5"
     )
-    spec = DataflowSpec.model_validate(
-        {
-            "cluster": "c",
-            "kind": "Subscribe",
-            "sources": [
-                {
-                    "name": "events",
-                    "changelog": {
-                        "path": str(events),
-                        "format": "json",
-                        "schema": "g DOUBLE, d DOUBLE, t TIMESTAMP",
-                    },
-                    "timeline": {"external": "erp"},
-                }
-            ],
-            "sql": sql,
-        }
-    )
-    outputs: list[BatchOutput] = []
-    engine = Engine(spark, EngineConfig(tmp_path / "state", T), on_output=outputs.append)
-    try:
-        assert not engine.apply(dataflows_from([("special", spec)])).failed
-        engine.step(T)
-        (report,) = engine.report().dataflows
-        assert report.strategy_reason is None, report.strategy_reason
-    finally:
-        engine.close()
-    got = Counter(row for o in outputs for _, diff, row in o.updates for _ in range(diff))
-    frame = spark.read.schema("g DOUBLE, d DOUBLE, t TIMESTAMP").json(str(events))
-    frame.createOrReplaceTempView("events")
-    try:
-        expected = Counter(tuple(r) for r in spark.sql(sql).collect())
-    finally:
-        spark.catalog.dropTempView("events")
+    schema = "g DOUBLE, d DOUBLE, t TIMESTAMP"
+    got, expected = maintained_and_batch(spark, tmp_path, sql, schema, SPECIAL)
     assert _comparable(got) == _comparable(expected)
 
 

@@ -35,9 +35,7 @@ from dataflow_operator.core.sql_shape import (
     NOT_AGGREGATE_ARGS,
     TIME,
     from_table,
-    is_aggregate,
-    is_mz_now,
-    is_nondeterministic,
+    is_row_wise,
     is_session_window,
     normalized,
     render,
@@ -286,11 +284,4 @@ def _names_output(key: exp.Expr, query: exp.Select) -> bool:
 
 
 def _row_wise(node: exp.Expr) -> bool:
-    return not any(
-        isinstance(n, exp.Query | exp.Window | exp.Exists)
-        or is_aggregate(n)
-        or is_nondeterministic(n)
-        or is_mz_now(n)
-        or is_session_window(n)
-        for n in node.walk()
-    )
+    return is_row_wise(node) and not any(is_session_window(n) for n in node.walk())

@@ -25,6 +25,7 @@ __all__ = [
     "is_linear_select",
     "is_mz_now",
     "is_nondeterministic",
+    "is_row_wise",
     "is_session_window",
     "is_time_window",
     "leaves",
@@ -121,6 +122,18 @@ def render(node: exp.Expr) -> str:
 def is_time_window(node: exp.Expr) -> bool:
     """Whether ``node`` calls one of :data:`TIME_WINDOW_FUNCTIONS`."""
     return isinstance(node, exp.Anonymous) and node.name.lower() in TIME_WINDOW_FUNCTIONS
+
+
+def is_row_wise(node: exp.Expr) -> bool:
+    """Whether ``node`` is an expression of one row alone: no subquery, window function,
+    aggregate, nondeterministic call or ``mz_now()`` anywhere in it."""
+    return not any(
+        isinstance(n, exp.Query | exp.Window | exp.Exists)
+        or is_aggregate(n)
+        or is_nondeterministic(n)
+        or is_mz_now(n)
+        for n in node.walk()
+    )
 
 
 def is_session_window(node: exp.Expr) -> bool:

@@ -30,10 +30,8 @@ from sqlglot import exp
 from dataflow_operator.core.sql_shape import (
     DIFF,
     TIME,
-    is_aggregate,
     is_linear_select,
-    is_mz_now,
-    is_nondeterministic,
+    is_row_wise,
     render,
 )
 
@@ -106,7 +104,7 @@ def top_n_shape(
     if not ordered or any(not isinstance(o, exp.Ordered) for o in ordered):
         return None
     values = [*partition_by, *(o.this for o in ordered)]
-    if any(not _row_wise(value) for value in values):
+    if any(not is_row_wise(value) for value in values):
         return None
     plain = inner.copy()
     items = list(plain.expressions)
@@ -158,16 +156,6 @@ def _ranked(subquery: exp.Subquery) -> exp.From:
 
 def _is_star(item: exp.Expr) -> bool:
     return isinstance(item, exp.Star) or (isinstance(item, exp.Column) and item.is_star)
-
-
-def _row_wise(node: exp.Expr) -> bool:
-    return not any(
-        isinstance(n, exp.Query | exp.Window | exp.Exists)
-        or is_aggregate(n)
-        or is_nondeterministic(n)
-        or is_mz_now(n)
-        for n in node.walk()
-    )
 
 
 def _ranking(inner: exp.Select) -> tuple[int, exp.Window, str] | None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
-from dataflow_operator.runtime.strategies.held import AppliedInTimeOrder, HeldUpdates
+from dataflow_operator.runtime.strategies.partition_rows import PartitionRows
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 __all__ = ["PartitionSessions", "SessionRows", "Sessioned"]
 
@@ -104,7 +103,7 @@ class PartitionSessions:
             start = end + 1
 
 
-class SessionRows(AppliedInTimeOrder):
+class SessionRows(PartitionRows):
     """Each partition's rows by time; the change of their sessions once the frontier
     passes a time.
 
@@ -113,30 +112,11 @@ class SessionRows(AppliedInTimeOrder):
     __diff``.
     """
 
+    value_type = int
     output_width = 5
 
     def __init__(self, gap: int) -> None:
         self.gap = gap
-
-    def init(self, handle: Any) -> None:
-        """Declare the state: the rows per partition (in chunks), the updates held per time."""
-        self.partitions = ChunkedMap(handle, "partitions")
-        self.pending = HeldUpdates(handle)
-
-    def by_time(self, frame: pd.DataFrame) -> Iterator[tuple[int, list[Update]]]:
-        """Each time's updates: (partition, row, the row's time, diff)."""
-        frame = frame.iloc[:, :5]
-        frame.columns = range(5)
-        for time, at_time in frame.sort_values(3, kind="stable").groupby(3, sort=True):
-            yield (
-                int(time),
-                [
-                    (str(p), str(r), int(e), int(d))
-                    for p, r, e, d in zip(
-                        at_time[0], at_time[1], at_time[2], at_time[4], strict=True
-                    )
-                ],
-            )
 
     def apply(self, due: list[tuple[int, list[Update]]]) -> list[tuple[str, int, int, int, int]]:
         """Apply each due time's updates in time order (each partition read and written

@@ -28,14 +28,8 @@ from dataflow_operator.core.session import (
     SessionPlan,
 )
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.strategies.buckets import bucket_of
-from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW
-from dataflow_operator.runtime.strategies.join import JSON_OPTIONS
-from dataflow_operator.runtime.strategies.partition_columns import (
-    numbered,
-    partition_value,
-    quoted,
-)
+from dataflow_operator.runtime.strategies.columns import BUCKET, ROW
+from dataflow_operator.runtime.strategies.partition_columns import arranged, parsed_rows
 from dataflow_operator.runtime.strategies.session_rows import SessionRows
 
 __all__ = ["session_changelog", "unsessioned_type"]
@@ -65,15 +59,8 @@ def session_changelog(plan: SessionPlan, frame: DataFrame, *, until: int | None)
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
     frame = frame.filter(F.col(SESSION_TIME).isNotNull())
-    partition = [partition_value(frame, name) for name in numbered(frame, PARTITION_PREFIX)]
-    arranged = frame.select(
-        (F.to_json(F.struct(*partition), JSON_OPTIONS) if partition else F.lit("")).alias(KEY),
-        F.to_json(F.struct(*[quoted(c) for c in data]), JSON_OPTIONS).alias(ROW),
-        F.unix_micros(F.col(SESSION_TIME)).alias(EVENT),
-        F.col(TIME),
-        F.col(DIFF),
-        bucket_of(partition).alias(BUCKET),
-    )
+    event = F.unix_micros(F.col(SESSION_TIME)).alias(EVENT)
+    rows = arranged(frame, PARTITION_PREFIX, data, event)
     output = T.StructType(
         [
             T.StructField(ROW, T.StringType()),
@@ -83,24 +70,15 @@ def session_changelog(plan: SessionPlan, frame: DataFrame, *, until: int | None)
             T.StructField(DIFF, T.LongType()),
         ]
     )
-    sessioned = arranged.groupBy(BUCKET).transformWithStateInPandas(
+    sessioned = rows.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=SessionRows(plan.gap),
         outputStructType=output,
         outputMode="Append",
         timeMode="EventTime",
     )
     schema = T.StructType([frame.schema[c] for c in data])
-    parsed = sessioned.select(
-        F.from_json(F.col(ROW), schema, JSON_OPTIONS).alias(ROW),
-        F.col(_START),
-        F.col(_END),
-        F.col(TIME),
-        F.col(DIFF),
-    )
-    return parsed.select(
-        *[F.col(ROW).getField(c).alias(c) for c in data],
+    bounds = [
         F.timestamp_micros(F.col(_START)).alias(SESSION_START),
         F.timestamp_micros(F.col(_END)).alias(SESSION_END),
-        F.col(TIME),
-        F.col(DIFF),
-    )
+    ]
+    return parsed_rows(sessioned, schema, bounds)

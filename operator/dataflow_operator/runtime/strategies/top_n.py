@@ -22,13 +22,12 @@ from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
 from dataflow_operator.core.top_n import ORDER_PREFIX, PARTITION_PREFIX, TopNPlan
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
-from dataflow_operator.runtime.strategies.buckets import bucket_of
-from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW
+from dataflow_operator.runtime.strategies.columns import BUCKET, ROW
 from dataflow_operator.runtime.strategies.join import JSON_OPTIONS
 from dataflow_operator.runtime.strategies.partition_columns import (
+    arranged,
     numbered,
-    partition_value,
-    quoted,
+    parsed_rows,
 )
 from dataflow_operator.runtime.strategies.top_n_rows import OrderKey, TopNRows
 
@@ -75,18 +74,10 @@ def top_n_changelog(plan: TopNPlan, frame: DataFrame, *, until: int | None) -> D
     ]
     if until is not None:
         frame = frame.filter(F.col(TIME) < F.lit(until))
-    partition = [partition_value(frame, name) for name in numbered(frame, PARTITION_PREFIX)]
     orders = numbered(frame, ORDER_PREFIX)
     values = [_sortable(frame, name).alias(str(i)) for i, name in enumerate(orders)]
-    row = F.to_json(F.struct(*[quoted(c) for c in data]), JSON_OPTIONS)
-    arranged = frame.select(
-        (F.to_json(F.struct(*partition), JSON_OPTIONS) if partition else F.lit("")).alias(KEY),
-        row.alias(ROW),
-        F.to_json(F.struct(*values), JSON_OPTIONS).alias(ORDER),
-        F.col(TIME),
-        F.col(DIFF),
-        bucket_of(partition).alias(BUCKET),
-    )
+    order = F.to_json(F.struct(*values), JSON_OPTIONS).alias(ORDER)
+    rows = arranged(frame, PARTITION_PREFIX, data, order)
     floating = [isinstance(frame.schema[n].dataType, T.FloatType | T.DoubleType) for n in orders]
     keys = [
         OrderKey(descending, nulls_first, is_float)
@@ -100,25 +91,14 @@ def top_n_changelog(plan: TopNPlan, frame: DataFrame, *, until: int | None) -> D
             T.StructField(DIFF, T.LongType()),
         ]
     )
-    ranked = arranged.groupBy(BUCKET).transformWithStateInPandas(
+    ranked = rows.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=TopNRows(keys, plan.first, plan.last),
         outputStructType=output,
         outputMode="Append",
         timeMode="EventTime",
     )
     schema = T.StructType([frame.schema[c] for c in data])
-    parsed = ranked.select(
-        F.from_json(F.col(ROW), schema, JSON_OPTIONS).alias(ROW),
-        F.col(RANK),
-        F.col(TIME),
-        F.col(DIFF),
-    )
-    return parsed.select(
-        *[F.col(ROW).getField(c).alias(c) for c in data],
-        F.col(RANK).cast("int").alias(plan.rank),
-        F.col(TIME),
-        F.col(DIFF),
-    )
+    return parsed_rows(ranked, schema, [F.col(RANK).cast("int").alias(plan.rank)])
 
 
 def _sortable(frame: DataFrame, name: str) -> Column:

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
-from dataflow_operator.runtime.strategies.held import AppliedInTimeOrder, HeldUpdates
+from dataflow_operator.runtime.strategies.partition_rows import PartitionRows
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 __all__ = ["OrderKey", "SortedPartition", "TopNRows", "entry", "sort_key"]
 
@@ -127,39 +126,20 @@ class SortedPartition:
         return out
 
 
-class TopNRows(AppliedInTimeOrder):
+class TopNRows(PartitionRows):
     """Each partition's rows; the ranked rows' changes once the frontier passes a time.
 
     Input (by position): ``__key, __row, __order, __time, __diff, __bucket``. Output:
     ``__row, __rank, __time, __diff``.
     """
 
+    value_type = str
     output_width = 4
 
     def __init__(self, order: Sequence[OrderKey], first: int, last: int) -> None:
         self.order = list(order)
         self.first = first
         self.last = last
-
-    def init(self, handle: Any) -> None:
-        """Declare the state: the rows per partition (in chunks), the updates held per time."""
-        self.partitions = ChunkedMap(handle, "partitions")
-        self.pending = HeldUpdates(handle)
-
-    def by_time(self, frame: pd.DataFrame) -> Iterator[tuple[int, list[Update]]]:
-        """Each time's updates: (partition, row, ordering values, diff)."""
-        frame = frame.iloc[:, :5]
-        frame.columns = range(5)
-        for time, at_time in frame.sort_values(3, kind="stable").groupby(3, sort=True):
-            yield (
-                int(time),
-                [
-                    (str(p), str(r), str(o), int(d))
-                    for p, r, o, d in zip(
-                        at_time[0], at_time[1], at_time[2], at_time[4], strict=True
-                    )
-                ],
-            )
 
     def apply(self, due: list[tuple[int, list[Update]]]) -> list[tuple[str, int, int, int]]:
         """Apply each due time's updates in time order (each partition read and written
