@@ -161,7 +161,8 @@ CLASSIFIED: dict[str, tuple[str, Strategy]] = {
         "SELECT session_window.start, COUNT(*) FROM events GROUP BY session_window(b, '1 day')",
         Strategy.GENERAL,
     ),
-    "limit": ("SELECT a FROM events ORDER BY a LIMIT 10", Strategy.GENERAL),
+    "limit": ("SELECT a FROM events ORDER BY a LIMIT 10", Strategy.TOP_N),
+    "limit without order": ("SELECT a FROM events LIMIT 10", Strategy.GENERAL),
     "subquery in where": (
         "SELECT a FROM events WHERE a IN (SELECT a FROM users)",
         Strategy.GENERAL,

@@ -21,7 +21,11 @@ SOURCES = ["t", "u", "v"]
             "SELECT a, row_number() OVER (ORDER BY a) AS n FROM t",
             "a window function (ROW_NUMBER() OVER (ORDER BY a))",
         ),
-        ("SELECT a FROM t ORDER BY a LIMIT 3", "ORDER BY … LIMIT/OFFSET (a top-k)"),
+        ("SELECT a FROM t LIMIT 3", "LIMIT/OFFSET without ORDER BY (which rows it keeps"),
+        (  # more rows than a top-N keeps
+            "SELECT a FROM t ORDER BY a LIMIT 20000",
+            "ORDER BY … LIMIT/OFFSET (a top-k of constants, of up to 10,000 rows",
+        ),
         (
             "SELECT t.a FROM t JOIN u ON t.a < u.a",
             "a join condition that is not a conjunction of equalities between the two inputs",

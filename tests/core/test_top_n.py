@@ -115,3 +115,42 @@ def test_a_top_n_of_a_join_reads_the_join_maintained_on_its_own() -> None:
         "SELECT a.id, b.price, a.id AS __topn_p0, b.price AS __topn_o0, b.bidder AS __topn_o1 "
         "FROM auction AS a JOIN bid AS b ON a.id = b.auction"
     )
+
+
+def test_order_by_limit_is_a_top_n_without_partitions_of_the_ranks_after_the_offset() -> None:
+    plan = _plan(
+        "SELECT price AS p, auction FROM bid WHERE price > 3 ORDER BY p DESC, 2 LIMIT 3 OFFSET 2"
+    )
+    # an alias and a position name outputs: their expressions order the input's rows
+    assert plan.input_sql == (
+        "SELECT price AS p, auction, price AS __topn_o0, auction AS __topn_o1, __time, __diff "
+        "FROM bid WHERE price > 3"
+    )
+    assert (plan.partitions, plan.first, plan.last) == (0, 3, 5)
+    assert plan.order == ((True, False), (False, True))
+    assert (plan.rank, plan.output_sql) == (None, None)  # the ranked rows are the output
+
+
+def test_order_by_limit_of_an_aggregate_reads_the_aggregate_maintained_on_its_own() -> None:
+    plan = classify(
+        "SELECT auction, count(*) AS n FROM bid GROUP BY auction ORDER BY n DESC, auction LIMIT 5",
+        SOURCES,
+    )
+    assert plan.strategy is Strategy.TOP_N
+    (derived,) = plan.derived
+    assert derived.plan.strategy is Strategy.AGGREGATE
+    assert plan.top_n is not None and plan.top_n.input_sql == f"SELECT * FROM {derived.name}"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT price FROM bid LIMIT 3",  # which rows is not defined
+        "SELECT price FROM bid ORDER BY price LIMIT 10001",
+        "SELECT price FROM bid ORDER BY price LIMIT 0",
+        "SELECT * FROM bid ORDER BY 1 LIMIT 3",  # a position of a star
+        "SELECT count(*) AS n FROM bid ORDER BY n LIMIT 1",  # one row even over no input
+    ],
+)
+def test_limits_left_to_recompute(sql: str) -> None:
+    assert classify(sql, SOURCES).strategy is Strategy.GENERAL

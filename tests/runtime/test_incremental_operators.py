@@ -29,6 +29,7 @@ OPERATORS = {
     "time_window": WINDOWED["sliding"],
     "min_max_distinct": EXTREMES["distinct_count"],
     "top_n": TOP_NS["over_a_join"],
+    "order_by_limit": TOP_NS["limit_of_aggregate"],
     "session_window": SESSIONS["per_key"],
     "aggregate_of_aggregate": OVER_AGGREGATES["aggregate_of_joined"],
     "join_of_aggregates": JOINS_OF_AGGREGATES["join_of_aggregates"],

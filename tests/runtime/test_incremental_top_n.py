@@ -46,6 +46,11 @@ TOP_NS = {
         "SELECT * FROM (SELECT k, upper(s) AS u, ROW_NUMBER() OVER (PARTITION BY k % 2 "
         "ORDER BY v * 2 DESC, upper(s) NULLS LAST, k) AS rn FROM l) WHERE 3 > rn"
     ),
+    # ORDER BY … LIMIT: a top-N without partitions, its output without a rank
+    "limit": "SELECT k, s, v FROM l ORDER BY v DESC, k, s LIMIT 3",
+    "offset": "SELECT v AS x, s FROM l WHERE v > 1 ORDER BY x, 2 NULLS LAST LIMIT 2 OFFSET 1",
+    "limit_of_aggregate": "SELECT k, count(*) AS n FROM l GROUP BY k ORDER BY n DESC, k LIMIT 2",
+    "limit_of_join": "SELECT l.v, r.w FROM l JOIN r ON l.k = r.k ORDER BY l.v, r.w DESC LIMIT 4",
 }
 
 

@@ -33,9 +33,9 @@ classifies what remains into one of these strategies:
 
 ``TOP_N``
     ``ROW_NUMBER() OVER ([PARTITION BY …] ORDER BY …)`` over a linear query of one source,
-    its rank bounded by constants in the outer ``WHERE``: the ranked rows kept per
-    partition, see :mod:`dataflow_operator.core.top_n`. :attr:`MaintenancePlan.top_n` is
-    its plan.
+    its rank bounded by constants in the outer ``WHERE``, or ``ORDER BY … LIMIT N``: the
+    ranked rows kept per partition, see :mod:`dataflow_operator.core.top_n`.
+    :attr:`MaintenancePlan.top_n` is its plan.
 
 ``SESSION``
     Only ever a subquery of its own: a ``GROUP BY … session_window(ts, 'gap')`` query is
@@ -109,7 +109,7 @@ from dataflow_operator.core.temporal import (
     plan_temporal,
     remove_temporal_filters,
 )
-from dataflow_operator.core.top_n import TopNPlan, top_n_shape
+from dataflow_operator.core.top_n import TopNPlan, limit_shape, top_n_shape
 
 __all__ = [
     "COUNT",
@@ -364,7 +364,10 @@ def _classify(
     if multiset is not None:
         return MaintenancePlan(Strategy.SET, snapshot, snapshot, inputs, multiset=multiset)
     ranked_input: list[DerivedInput] = []  # a top-N's inner query, maintained on its own
-    top_n = top_n_shape(tree, _deriver(inputs, numbers, ranked_input)) if not ctes else None
+    top_n = None
+    if not ctes:
+        derive = _deriver(inputs, numbers, ranked_input)
+        top_n = top_n_shape(tree, derive) or limit_shape(tree, derive)
     if top_n is not None:
         derived = tuple(ranked_input)
         return MaintenancePlan(

@@ -65,7 +65,12 @@ def _window(query: exp.Query) -> str | None:
 def _limit(query: exp.Query) -> str | None:
     for select in query.find_all(exp.Select, exp.Union, exp.Except, exp.Intersect):
         if select.args.get("limit") or select.args.get("offset"):
-            return "ORDER BY … LIMIT/OFFSET (a top-k)"
+            if not select.args.get("order"):
+                return "LIMIT/OFFSET without ORDER BY (which rows it keeps is not defined)"
+            return (
+                "ORDER BY … LIMIT/OFFSET (a top-k of constants, of up to 10,000 rows, over "
+                "a maintained query is incremental)"
+            )
     return None
 
 

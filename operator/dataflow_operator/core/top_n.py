@@ -35,7 +35,7 @@ from dataflow_operator.core.sql_shape import (
     render,
 )
 
-__all__ = ["ORDER_PREFIX", "PARTITION_PREFIX", "RANKED", "TopNPlan", "top_n_shape"]
+__all__ = ["ORDER_PREFIX", "PARTITION_PREFIX", "RANKED", "TopNPlan", "limit_shape", "top_n_shape"]
 
 RANKED = "__mz_ranked"
 """The relation :attr:`TopNPlan.output_sql` reads: the ranked rows kept, as a changelog."""
@@ -61,7 +61,9 @@ class TopNPlan:
     whether its NULLs come first (Spark's defaults spelled out). Ranks ``first`` to
     ``last`` (1-based) are kept, named ``rank`` among the ranked rows (``RANKED``:
     the inner query's columns, then the rank, ``__time`` and ``__diff``), over which
-    ``output_sql`` (linear) gives the query's output changelog.
+    ``output_sql`` (linear) gives the query's output changelog. For ``ORDER BY … LIMIT``
+    (:func:`limit_shape`) both are ``None``: the ranked rows without their rank are the
+    output.
     """
 
     input_sql: str
@@ -69,8 +71,8 @@ class TopNPlan:
     order: tuple[tuple[bool, bool], ...]
     first: int
     last: int
-    rank: str
-    output_sql: str
+    rank: str | None
+    output_sql: str | None
 
 
 def top_n_shape(
@@ -112,15 +114,9 @@ def top_n_shape(
     items += [exp.alias_(p.copy(), f"{PARTITION_PREFIX}{i}") for i, p in enumerate(partition_by)]
     items += [exp.alias_(o.this.copy(), f"{ORDER_PREFIX}{i}") for i, o in enumerate(ordered)]
     plain.set("expressions", items)
-    if is_linear_select(plain):
-        if not any(_is_star(item) for item in items):
-            plain.select(exp.column(TIME), exp.column(DIFF), copy=False)
-        input_sql = render(plain)
-    else:
-        name = derive(plain) if derive is not None else None
-        if name is None:
-            return None
-        input_sql = f"SELECT * FROM {name}"  # its output: the columns, __time, __diff
+    input_sql = _ranked_input(plain, derive)
+    if input_sql is None:
+        return None
     output = query.copy()
     output.set("from_" if "from_" in exp.Select.arg_types else "from", _ranked(subquery))
     output.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
@@ -135,6 +131,89 @@ def top_n_shape(
         rank=rank,
         output_sql=render(output),
     )
+
+
+def limit_shape(
+    query: exp.Query, derive: Callable[[exp.Select], str | None] | None = None
+) -> TopNPlan | None:
+    """``SELECT … ORDER BY … LIMIT N [OFFSET M]`` as a top-N without ``PARTITION BY``:
+    the rows ranked ``M + 1`` to ``M + N``, or ``None``.
+
+    An ``ORDER BY`` item may name an output (by alias or position), as in Spark. The
+    query without its ``ORDER BY`` and ``LIMIT`` may be of any maintained shape (the
+    highest counts of a GROUP BY): ``derive`` then names the relation of its maintained
+    output, as for :func:`top_n_shape`."""
+    if not isinstance(query, exp.Select):
+        return None
+    order, limit, offset = (query.args.get(k) for k in ("order", "limit", "offset"))
+    if not isinstance(order, exp.Order) or not isinstance(limit, exp.Limit):
+        return None
+    count = _integer(limit.expression)
+    skip = _integer(offset.expression) if isinstance(offset, exp.Offset) else 0
+    if count is None or skip is None or count < 1 or skip < 0 or skip + count > _LIMIT:
+        return None
+    ordered = list(order.expressions)
+    if any(not isinstance(o, exp.Ordered) for o in ordered):
+        return None
+    values = [_output_named(o.this, query) for o in ordered]
+    plain = query.copy()
+    for clause in ("order", "limit", "offset"):
+        plain.set(clause, None)
+    if any(value is None for value in values):
+        return None
+    items = list(plain.expressions)
+    items += [exp.alias_(v, f"{ORDER_PREFIX}{i}") for i, v in enumerate(values) if v is not None]
+    plain.set("expressions", items)
+    input_sql = _ranked_input(plain, derive)
+    if input_sql is None:
+        return None
+    return TopNPlan(
+        input_sql=input_sql,
+        partitions=0,
+        order=tuple((bool(o.args.get("desc")), bool(o.args.get("nulls_first"))) for o in ordered),
+        first=skip + 1,
+        last=skip + count,
+        rank=None,
+        output_sql=None,
+    )
+
+
+def _ranked_input(
+    plain: exp.Select, derive: Callable[[exp.Select], str | None] | None
+) -> str | None:
+    """The changelog the top-N ranks: ``plain`` (the rows with their partition and ordering
+    values) itself when it is linear (``__time`` and ``__diff`` appended unless a star
+    carries them), else the relation ``derive`` names for its maintained output (``None``
+    where it is not maintained)."""
+    if is_linear_select(plain):
+        if not any(_is_star(item) for item in plain.expressions):
+            plain.select(exp.column(TIME), exp.column(DIFF), copy=False)
+        return render(plain)
+    name = derive(plain) if derive is not None else None
+    return None if name is None else f"SELECT * FROM {name}"  # its columns, __time, __diff
+
+
+def _output_named(value: exp.Expr, query: exp.Select) -> exp.Expr | None:
+    """An ``ORDER BY`` value over the query's input: a position or an output's alias is
+    the output's expression (``None`` for a position of a star)."""
+    items = query.expressions
+    if isinstance(value, exp.Literal) and value.is_int:
+        position = int(value.name)
+        if not 1 <= position <= len(items) or _is_star(items[position - 1]):
+            return None
+        output: exp.Expr = items[position - 1].unalias().copy()
+        return output
+    aliases: dict[str, exp.Expr] = {
+        item.alias.lower(): item.this for item in items if isinstance(item, exp.Alias)
+    }
+
+    def through_alias(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.name.lower() in aliases:
+            return aliases[node.name.lower()].copy()
+        return node
+
+    resolved: exp.Expr = value.copy().transform(through_alias)
+    return resolved
 
 
 def _over_table(query: exp.Select) -> exp.Select:

@@ -289,11 +289,13 @@ def _top_n(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame
     unordered = unordered_type(top_n, inner)
     if unordered is not None:
         return f"a top-N ordered by a value of type {unordered}"
-    top_n_changelog(top_n, inner, until=until).createOrReplaceTempView(RANKED)
-    try:
-        frame = spark.sql(top_n.output_sql)
-    finally:
-        spark.catalog.dropTempView(RANKED)
+    frame = top_n_changelog(top_n, inner, until=until)
+    if top_n.output_sql is not None:
+        frame.createOrReplaceTempView(RANKED)
+        try:
+            frame = spark.sql(top_n.output_sql)
+        finally:
+            spark.catalog.dropTempView(RANKED)
     return _as_output(frame, _snapshot_schema(spark, plan))
 
 

@@ -64,7 +64,8 @@ def unordered_type(plan: TopNPlan, frame: DataFrame) -> str | None:
 
 
 def top_n_changelog(plan: TopNPlan, frame: DataFrame, *, until: int | None) -> DataFrame:
-    """The ranked rows' changelog (``__mz_ranked``) of the plan's input ``frame``.
+    """The ranked rows' changelog (``__mz_ranked``; without the rank for ``ORDER BY …
+    LIMIT``) of the plan's input ``frame``.
     Updates at or past ``until`` never enter the state. Every ``ORDER BY`` value must be
     of a type :func:`unordered_type` accepts."""
     data = [
@@ -98,7 +99,8 @@ def top_n_changelog(plan: TopNPlan, frame: DataFrame, *, until: int | None) -> D
         timeMode="EventTime",
     )
     schema = T.StructType([frame.schema[c] for c in data])
-    return parsed_rows(ranked, schema, [F.col(RANK).cast("int").alias(plan.rank)])
+    rank = [] if plan.rank is None else [F.col(RANK).cast("int").alias(plan.rank)]
+    return parsed_rows(ranked, schema, rank)
 
 
 def _sortable(frame: DataFrame, name: str) -> Column:
