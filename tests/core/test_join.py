@@ -74,7 +74,6 @@ def test_outer_sides_are_preserved_by_kind() -> None:
         "SELECT * FROM orders o LEFT SEMI JOIN customers c ON o.customer = c.id",
         "SELECT * FROM orders o LEFT ANTI JOIN customers c ON o.customer = c.id",
         "SELECT DISTINCT o.id FROM orders o JOIN customers c ON o.customer = c.id",
-        "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id ORDER BY o.id LIMIT 3",
         "SELECT o.id, rand() FROM orders o JOIN customers c ON o.customer = c.id",
         "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id "
         "WHERE o.id IN (SELECT id FROM events)",
@@ -91,6 +90,15 @@ def test_outer_sides_are_preserved_by_kind() -> None:
 )
 def test_other_shapes_stay_general(sql: str) -> None:
     assert classify(sql, SOURCES).strategy is Strategy.GENERAL
+
+
+def test_a_limit_of_a_join_is_a_top_n_of_the_join_maintained_on_its_own() -> None:
+    plan = classify(
+        "SELECT o.id FROM orders o JOIN customers c ON o.customer = c.id ORDER BY o.id LIMIT 3",
+        SOURCES,
+    )
+    assert plan.strategy is Strategy.TOP_N
+    assert [d.plan.strategy for d in plan.derived] == [Strategy.JOIN]
 
 
 def test_side_sql_is_linear_over_its_source() -> None:

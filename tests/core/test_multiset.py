@@ -48,7 +48,6 @@ def test_inputs_are_linear_changelogs_in_order() -> None:
     "sql",
     [
         "SELECT DISTINCT a, COUNT(*) FROM events GROUP BY a",
-        "SELECT DISTINCT a FROM events ORDER BY a LIMIT 1",
         "SELECT DISTINCT *, 1 AS one FROM events",
         "SELECT a FROM events UNION SELECT a FROM users ORDER BY a LIMIT 2",
         "SELECT a FROM events UNION SELECT COUNT(*) FROM users",
@@ -57,6 +56,12 @@ def test_inputs_are_linear_changelogs_in_order() -> None:
 )
 def test_other_shapes_stay_general(sql: str) -> None:
     assert classify(sql, SOURCES).strategy is Strategy.GENERAL
+
+
+def test_a_limit_of_a_distinct_is_a_top_n_of_the_distinct_maintained_on_its_own() -> None:
+    plan = classify("SELECT DISTINCT a FROM events ORDER BY a LIMIT 1", SOURCES)
+    assert plan.strategy is Strategy.TOP_N
+    assert [d.plan.strategy for d in plan.derived] == [Strategy.SET]
 
 
 @pytest.mark.parametrize(

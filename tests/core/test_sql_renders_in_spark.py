@@ -341,6 +341,11 @@ def test_every_rendered_statement_is_analysed_by_spark(spark: SparkSession, sql:
         inner.drop(*{b.column for b in temporal.bounds}).createOrReplaceTempView(FILTERED)
     else:
         assert {b.column for b in temporal.bounds} <= set(spark.sql(temporal.sql).columns)
+    for derived in maintenance.derived:  # a subquery maintained on its own: its changelog
+        output = spark.sql(derived.plan.snapshot_sql)
+        output.selectExpr("*", "0L AS __time", "0L AS __diff").createOrReplaceTempView(derived.name)
+    if maintenance.top_n is not None:
+        assert spark.sql(maintenance.top_n.input_sql).columns[-2:] == ["__time", "__diff"]
     stage = spark.sql(maintenance.sql)
     if maintenance.strategy is Strategy.LINEAR:
         assert stage.columns[-2 - len({b.column for b in temporal.bounds}) :][:2] == [
