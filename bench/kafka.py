@@ -11,7 +11,7 @@ figures; not a timed test.
    every ``--every`` seconds, ``--samples`` times: from the producer's call to the
    record's ``+1`` in the dataflow's output (p50, p90).
 
-    .venv/bin/python bench/kafka.py [--records 1000000] [--partitions 4] [--batch 100000]
+    .venv/bin/python bench/kafka.py [--records 1000000] [--partitions 4] [--batch N]
         [--master 'local[2]'] [--samples 20] [--every 0.5] [--skip ingest|latency]
 
 The machine is shared: run it under ``nice`` and note ``uptime``'s load beside the figures.
@@ -43,7 +43,9 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=100_000, help="maxRecordsPerBatch")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="maxRecordsPerBatch (default: the source's)"
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--every", type=float, default=0.5)
@@ -84,11 +86,12 @@ def _produce(servers: str, topic: str, records: int, partitions: int) -> float:
     return records / (time.monotonic() - began)
 
 
-def _spec(servers: str, topic: str, kind: str, sql: str, batch: int) -> Any:
+def _spec(servers: str, topic: str, kind: str, sql: str, batch: int | None) -> Any:
     from dataflow_operator.api.dataflow import DataflowSpec
 
-    kafka = {"bootstrapServers": servers, "topic": topic, "schema": SCHEMA}
-    kafka["maxRecordsPerBatch"] = batch
+    kafka: dict[str, Any] = {"bootstrapServers": servers, "topic": topic, "schema": SCHEMA}
+    if batch is not None:
+        kafka["maxRecordsPerBatch"] = batch
     return DataflowSpec.model_validate(
         {
             "cluster": "c",
@@ -135,7 +138,7 @@ def _ingest(args: argparse.Namespace, spark: Any, servers: str, work: Path) -> N
     print(
         f"ingest through filter + GROUP BY on {args.master}: {args.records:,} records in "
         f"{took:.1f} s = {args.records / took:,.0f} records/s ({steps} steps, "
-        f"maxRecordsPerBatch {args.batch:,})"
+        f"maxRecordsPerBatch {spec.sources[0].kafka.max_records_per_batch:,})"
     )
 
 

@@ -174,4 +174,4 @@ def test_a_kafka_source_read_twice_is_one_clear_line(
 def test_the_default_batch_size_is_bounded() -> None:
     source = KafkaSource.model_validate({"bootstrapServers": "k", "topic": "t", "schema": "a INT"})
     assert source.group_id is None
-    assert source.max_records_per_batch == 10_000
+    assert source.max_records_per_batch == 1_000_000

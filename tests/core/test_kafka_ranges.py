@@ -12,13 +12,13 @@ waiting = st.dictionaries(
 )
 
 
-@given(waiting, st.integers(1, 400), st.integers(1, 8))
+@given(waiting, st.integers(1, 400), st.integers(1, 8), st.integers(1, 500))
 def test_ranges_cover_the_budget_contiguously_from_each_position(
-    parts: dict[int, tuple[int, int]], max_records: int, slots: int
+    parts: dict[int, tuple[int, int]], max_records: int, slots: int, range_records: int
 ) -> None:
     positions = {p: start for p, (start, _) in parts.items()}
     highs = {p: start + more for p, (start, more) in parts.items()}
-    ranges = plan_ranges(positions, highs, max_records, slots)
+    ranges = plan_ranges(positions, highs, max_records, slots, range_records)
     total = sum(r.end - r.start for r in ranges)
     assert total == min(max_records, sum(highs[p] - positions[p] for p in parts))
     assert [r.index for r in ranges] == list(range(len(ranges)))
@@ -27,10 +27,21 @@ def test_ranges_cover_the_budget_contiguously_from_each_position(
         ends = [positions[p]] + [r.end for r in mine]
         assert [r.start for r in mine] == ends[:-1]  # contiguous from the position
         assert ends[-1] <= highs[p]
-    if ranges:  # every slot gets work when there is enough of it
-        size = max(1, total // slots)
+    if ranges:  # every slot gets work when there is enough of it, no task too much
+        size = min(range_records, max(1, total // slots))
         assert all(0 < r.end - r.start <= size for r in ranges)
         assert len(ranges) >= min(slots, total)
+
+
+def test_a_large_batch_is_cut_into_ranges_a_task_can_hold() -> None:
+    ranges = plan_ranges({0: 0, 1: 0}, {0: 600_000, 1: 400_000}, 1_000_000, 2)
+    assert [(r.partition, r.start, r.end) for r in ranges] == [
+        (0, 0, 250_000),
+        (0, 250_000, 500_000),
+        (0, 500_000, 600_000),
+        (1, 0, 250_000),
+        (1, 250_000, 400_000),
+    ]
 
 
 def test_the_budget_is_shared_fairly_and_what_one_cannot_take_goes_to_the_others() -> None:

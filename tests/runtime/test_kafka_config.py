@@ -11,7 +11,11 @@ from typing import cast
 import pytest
 from pyspark.sql import SparkSession
 
-from dataflow_operator.api.dataflow import KAFKA_OWNED_PROPERTIES, Source
+from dataflow_operator.api.dataflow import (
+    DEFAULT_MAX_RECORDS_PER_BATCH,
+    KAFKA_OWNED_PROPERTIES,
+    Source,
+)
 from dataflow_operator.core.time import Frontier
 from dataflow_operator.runtime.engine.config import EngineConfig
 from dataflow_operator.runtime.engine.install import DataflowStarter, _reads_alike
@@ -106,6 +110,11 @@ def test_a_missing_variable_names_the_topic_the_property_and_the_variable() -> N
 def test_the_api_refuses_exactly_what_the_clients_set_themselves() -> None:
     assert set(consumer_settings("k", "g")) == set(KAFKA_OWNED_PROPERTIES)
     assert "bootstrap.servers" in KAFKA_OWNED_PROPERTIES  # the admin client's one setting
+
+
+def test_the_readers_default_batch_size_is_the_apis(tmp_path: Path) -> None:
+    options = SourceOptions({"kind": "kafka", "log_dir": str(tmp_path)})
+    assert options.max_records == DEFAULT_MAX_RECORDS_PER_BATCH
 
 
 def test_property_maps_round_trip_through_a_string_option() -> None:
@@ -211,5 +220,20 @@ def test_a_source_recorded_before_the_properties_existed_reads_alike() -> None:
     )
     assert _reads_alike(recorded, _source(properties={}, from_env={}))
     assert not _reads_alike(recorded, _source())
+
+
+def test_a_source_read_in_batches_of_another_size_reads_alike() -> None:
+    """Which records a kafka source reads, and at which times, does not depend on its
+    batch size (recorded with the old default of 10,000, or set by hand)."""
+    source = _source(properties={}, from_env={})
+    assert source.kafka is not None
+    smaller = source.kafka.model_copy(update={"max_records_per_batch": 500})
+    recorded = source.model_copy(update={"kafka": smaller}).model_dump_json(by_alias=True)
+    assert _reads_alike(recorded, source)
+    other = source.kafka.model_copy(update={"topic": "payments"})
+    assert not _reads_alike(source.model_copy(update={"kafka": other}).model_dump_json(), source)
+
+
+def test_what_is_not_a_recorded_source_never_reads_alike() -> None:
     assert not _reads_alike("{not json", _source())
     assert not _reads_alike(None, _source())

@@ -345,6 +345,20 @@ def test_a_fetch_asks_for_what_waits_below_the_high_watermarks(tmp_path: Path) -
     assert small.asked == [2]
 
 
+def test_a_batch_the_driver_fetches_holds_at_most_driver_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maxRecordsPerBatch`` sizes the executors' batches; one the driver reads itself,
+    in its one thread and its memory, stops at ``DRIVER_RECORDS``."""
+    monkeypatch.setattr(kafka_module, "DRIVER_RECORDS", 3)
+    topic = FakeTopic(1)
+    for time in range(1, 6):
+        topic.produce(0, time, {"url": "/a"})
+    end = _ingest(tmp_path, topic, max_records=1_000_000).latest(START, 0, now=None)
+    assert topic.asked == [3]
+    assert end["partitions"] == {"0": 3}
+
+
 def test_the_partitions_are_listed_again_only_after_a_while(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

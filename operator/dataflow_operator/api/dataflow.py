@@ -16,6 +16,7 @@ from dataflow_operator.api.types import (
     TimestampField,
 )
 from dataflow_operator.core.expiration import DataflowKind
+from dataflow_operator.core.kafka import DRIVER_RECORDS, RANGE_RECORDS
 from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.core.timelines import Timeline
 
@@ -205,6 +206,10 @@ KAFKA_PROPERTY_NAME = r"^[a-z0-9]+([._-][a-z0-9]+)*$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """An environment variable's name."""
 MAX_KAFKA_PROPERTIES = 64
+DEFAULT_MAX_RECORDS_PER_BATCH = 1_000_000
+"""A kafka source's records per batch unless it says: a source behind its topic catches up
+in batches of up to a million records (read by the executors' tasks), as Spark's own
+Kafka source reads all it finds."""
 """Entries of ``properties`` and of ``propertiesFromEnv``, at most each."""
 MAX_KAFKA_PROPERTY_VALUE = 8192
 """Characters of a property's value, at most (a PEM certificate fits; larger files go by
@@ -310,7 +315,13 @@ class KafkaSource(ApiModel):
         "with their own positions and never join the group.",
     )
     max_records_per_batch: int = Field(
-        default=10_000, ge=1, le=10_000_000, description="Records read per batch, at most."
+        default=DEFAULT_MAX_RECORDS_PER_BATCH,
+        ge=1,
+        le=10_000_000,
+        description="Records read per batch, at most: a source behind its topic catches up "
+        f"in batches this large, read by the executors' tasks in ranges of at most "
+        f"{RANGE_RECORDS:,} ({DRIVER_RECORDS:,} when the driver reads a batch itself). "
+        "Lower it to shorten each step while a large backlog is read.",
     )
     properties: Annotated[dict[str, PropertyValue], AfterValidator(_plain_properties)] = Field(
         default_factory=dict,

@@ -40,6 +40,8 @@ from dataflow_operator.core.sql import parse_sql
 from dataflow_operator.core.time import Frontier, Timestamp
 
 __all__ = [
+    "DRIVER_RECORDS",
+    "RANGE_RECORDS",
     "OffsetRange",
     "PartitionRead",
     "Positions",
@@ -262,15 +264,27 @@ class RangesRead:
     kept: frozenset[int]
 
 
+RANGE_RECORDS = 250_000
+"""Records one task reads at most: a task holds its range's records in memory while it
+parses them, so a large batch is cut into more ranges than there are task slots."""
+DRIVER_RECORDS = 100_000
+"""Records a batch the driver fetches itself holds at most (``maxRecordsPerBatch`` may
+allow more): it holds them all in the driver's memory and reads them in one thread."""
+
+
 def plan_ranges(
-    positions: Positions, highs: Positions, max_records: int, slots: int
+    positions: Positions,
+    highs: Positions,
+    max_records: int,
+    slots: int,
+    range_records: int = RANGE_RECORDS,
 ) -> list[OffsetRange]:
     """The offset ranges of one batch: from each partition's position towards its high
     watermark, at most ``max_records`` in all, shared fairly between the partitions that
     have records waiting (none gets more than it has; what one cannot take goes to the
     others), then cut into ranges of at most ⌊taken / ``slots``⌋ records (at least one)
-    so that every one of ``slots`` task slots gets work. Deterministic: the same arguments give the
-    same ranges."""
+    so that every one of ``slots`` task slots gets work, and at most ``range_records``.
+    Deterministic: the same arguments give the same ranges."""
     waiting = {
         p: highs[p] - positions.get(p, 0) for p in sorted(highs) if highs[p] > positions.get(p, 0)
     }
@@ -290,7 +304,7 @@ def plan_ranges(
     total = sum(taken.values())
     if total == 0:
         return []
-    size = max(1, total // max(1, slots))
+    size = min(max(1, range_records), max(1, total // max(1, slots)))
     ranges: list[OffsetRange] = []
     for p, count in taken.items():
         start, end = positions.get(p, 0), positions.get(p, 0) + count

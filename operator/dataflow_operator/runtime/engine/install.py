@@ -17,7 +17,12 @@ from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from dataflow_operator.api.catalog import Catalog
-from dataflow_operator.api.dataflow import DataflowKindField, DataflowSpec, Source
+from dataflow_operator.api.dataflow import (
+    DEFAULT_MAX_RECORDS_PER_BATCH,
+    DataflowKindField,
+    DataflowSpec,
+    Source,
+)
 from dataflow_operator.api.protocol import DesiredDataflow
 from dataflow_operator.core.errors import InvalidSpec, UnknownSource
 from dataflow_operator.core.time import Frontier
@@ -252,15 +257,24 @@ def state_fingerprint(spec: DataflowSpec) -> str:
 
 
 def _reads_alike(recorded: str | None, source: Source) -> bool:
-    """Whether the source recorded (:data:`SOURCE_FILE`) has ``source``'s settings; a
-    field added since it was recorded reads back as its default (a kafka source recorded
-    before ``properties`` existed is kept)."""
+    """Whether the source recorded (:data:`SOURCE_FILE`) has ``source``'s settings, but
+    for how many records a batch reads (which records, and their times, do not depend on
+    it); a field added since it was recorded reads back as its default (a kafka source
+    recorded before ``properties`` existed is kept)."""
     if recorded is None:
         return False
     try:
-        return Source.model_validate_json(recorded) == source
+        return _paced_alike(Source.model_validate_json(recorded)) == _paced_alike(source)
     except ValidationError:
         return False
+
+
+def _paced_alike(source: Source) -> Source:
+    """``source`` with the default batch size (``maxRecordsPerBatch``)."""
+    if source.kafka is None:
+        return source
+    kafka = source.kafka.model_copy(update={"max_records_per_batch": DEFAULT_MAX_RECORDS_PER_BATCH})
+    return source.model_copy(update={"kafka": kafka})
 
 
 def remove_state(layout: DataflowLayout, keep: Iterable[Source] = ()) -> None:

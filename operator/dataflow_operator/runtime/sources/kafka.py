@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dataflow_operator.core.kafka import (
+    DRIVER_RECORDS,
     PartitionRead,
     admitted,
     kafka_upper,
@@ -336,10 +337,12 @@ class KafkaIngest:
         self, positions: dict[int, int], highs: dict[int, int]
     ) -> tuple[list[KafkaRecord], dict[int, int]]:
         """Records from ``positions`` up to the high watermarks seen, within the batch's
-        limits (its record count and :data:`FETCH_SECONDS`), and the positions reached."""
+        limits (its record count, at most
+        :data:`~dataflow_operator.core.kafka.DRIVER_RECORDS`, and :data:`FETCH_SECONDS`),
+        and the positions reached."""
         wanted = {p: o for p, o in positions.items() if o < highs.get(p, 0)}
         reached: dict[int, int] = {}
-        limit = self.options.max_records
+        limit = min(self.options.max_records, DRIVER_RECORDS)
         fetched: list[KafkaRecord] = []
         deadline = wall.monotonic() + FETCH_SECONDS
         while wanted and len(fetched) < limit:

@@ -14,6 +14,10 @@ from dataflow_operator.runtime.sources.kafka_config import decode_properties
 from dataflow_operator.runtime.sources.logs import INGESTED_DIR
 from dataflow_operator.runtime.storage import Location
 
+DEFAULT_MAX_RECORDS = "1000000"
+"""``maxRecordsPerBatch``'s default (the spec's, which the engine passes: this module is
+imported by every reader, which need not load the API's models)."""
+
 __all__ = [
     "BATCH_TIME",
     "HEARTBEAT",
@@ -58,7 +62,7 @@ class SourceOptions:
         self.bootstrap_servers = options.get("bootstrap_servers", "")
         self.topic = options.get("topic", "")
         self.group_id = options.get("group_id", "")
-        self.max_records = int(options.get("max_records", "10000"))
+        self.max_records = int(options.get("max_records", DEFAULT_MAX_RECORDS))
         self.kafka_properties = decode_properties(
             options.get("kafka_properties", ""), "kafka_properties"
         )
