@@ -77,6 +77,32 @@ def test_values_arrow_would_read_otherwise_are_left_to_the_one_by_one_parsing(va
     assert arrow_values(FIELDS, [b'{"k": "fine"}', value], "json") is None
 
 
+@pytest.mark.parametrize("blank", [b"", b"  ", b"\t"])
+def test_a_value_of_two_objects_beside_a_blank_one_is_left_to_the_one_by_one_parsing(
+    blank: bytes,
+) -> None:
+    """Arrow reads two rows from the one and none from the other: as many rows as
+    values, yet not one row per value."""
+    assert arrow_values(FIELDS, [b'{"k": "a"} {"k": "b"}', blank], "json") is None
+    assert arrow_values(FIELDS, [b'{"k": "a"}\n{"k": "b"}', blank], "json") is None
+
+
+def test_values_that_are_one_object_only_together_are_left_to_the_one_by_one_parsing() -> None:
+    """Arrow reads an object across line breaks: two values that are not JSON alone must
+    not become one row, made up for by a value of two objects."""
+    values = [b'{"k":', b'"a"}', b'{"k": "b"} {"k": "c"}']
+    assert arrow_values(FIELDS, values, "json") is None
+    with pytest.raises(ValueError, match="offset 0"):
+        _one_by_one(values)
+
+
+def test_values_are_read_whatever_whitespace_is_around_them() -> None:
+    values = [b' {"k": "a"}\n', b'\t{"k": "b",\r "n": 2} ']
+    parsed = arrow_values(FIELDS, values, "json")
+    assert parsed is not None
+    assert parsed.to_pylist() == _one_by_one(values)
+
+
 def test_csv_values_and_columns_of_other_types_are_left_to_the_one_by_one_parsing() -> None:
     assert arrow_values(FIELDS, [b"a,1"], "csv") is None
     from pyspark.sql.types import TimestampType

@@ -8,8 +8,7 @@ import os
 import time as wall
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "CLIENT_ENV",
@@ -63,9 +62,9 @@ class KafkaUnavailable(KafkaFailure):
     """Kafka could not be reached or refused a request: retried at the next step."""
 
 
-@dataclass(frozen=True, slots=True)
-class KafkaRecord:
-    """One record: where it is, its timestamp (epoch ms) and its value's bytes."""
+class KafkaRecord(NamedTuple):
+    """One record: where it is, its timestamp (epoch ms) and its value's bytes (a tuple:
+    a batch makes one per record)."""
 
     partition: int
     offset: int
