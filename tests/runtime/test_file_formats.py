@@ -232,6 +232,28 @@ def test_a_bad_value_past_arrows_chunks_names_its_row_and_a_bad_line_its_line(
     assert _read(bad_line, N) == _row_by_row(bad_line, N) == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"n": 1}\n{"n": 2} {"n": 3}\n{"n": 4}\n',  # two objects on a line
+        '{"n": 1}\n{"n":\n 2}\n{"n": 4}\n',  # one object on two lines
+        '{"n":\n 2}\n{"n": 3} {"n": 4}\n',  # both: as many rows as lines
+        '{"n": 1, "o": {"p": 2}\n, "q": 3}\n{"n": 5} {"n": 6}\n',  # a line not opened
+        '{"n": 1, "o":\n{"p": 2}}\n{"n": 5} {"n": 6}\n',  # a line not closed
+    ],
+)
+def test_a_line_that_is_not_one_object_fails_by_arrow_as_row_by_row(
+    tmp_path: Path, text: str
+) -> None:
+    """Arrow's reader takes JSON objects whatever the line breaks between them; the
+    row-by-row reading takes a line for an object."""
+    file = tmp_path / "t.json"
+    file.write_text(text)
+    read = _read(file, N)
+    assert read == _row_by_row(file, N)
+    assert isinstance(read, str) and read.startswith("BadValue: t.json: line ")
+
+
 def test_a_changelogs_times_and_diffs_read_by_arrow_or_row_by_row_are_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

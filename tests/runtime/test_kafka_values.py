@@ -97,10 +97,16 @@ def test_values_that_are_one_object_only_together_are_left_to_the_one_by_one_par
 
 
 def test_values_are_read_whatever_whitespace_is_around_them() -> None:
-    values = [b' {"k": "a"}\n', b'\t{"k": "b",\r "n": 2} ']
+    values = [b' {"k": "a"}\n', b'\t{"k": "b", "n": 2}\r\n ']
     parsed = arrow_values(FIELDS, values, "json")
     assert parsed is not None
     assert parsed.to_pylist() == _one_by_one(values)
+
+
+def test_a_value_over_several_lines_is_left_to_the_one_by_one_parsing() -> None:
+    values = [b'{"k": "a"}', b'{"k":\r\n "b"}']
+    assert arrow_values(FIELDS, values, "json") is None
+    assert [row["k"] for row in _one_by_one(values)] == ["a", "b"]
 
 
 def test_csv_values_and_columns_of_other_types_are_left_to_the_one_by_one_parsing() -> None:

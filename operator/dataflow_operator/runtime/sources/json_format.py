@@ -49,7 +49,7 @@ from dataflow_operator.runtime.sources.file_format import (
 from dataflow_operator.runtime.storage import Location
 from dataflow_operator.runtime.values import iter_json_lines, json_objects
 
-__all__ = ["CHUNK_BYTES", "PARSED", "JsonLines"]
+__all__ = ["CHUNK_BYTES", "PARSED", "JsonLines", "objects_a_line"]
 
 CHUNK_BYTES = 1 << 20
 """Bytes read at a time: a chunk is these, up to the end of the last whole line."""
@@ -132,10 +132,15 @@ def _exact(
     except UnicodeDecodeError:
         return None  # the row-by-row reading names the file
     options = pa_json.ReadOptions(use_threads=False, block_size=len(chunk) + 1)
+    objects = objects_a_line(chunk)
+    if objects is None:
+        return None  # the row-by-row reading names the line that is not one object
     try:
         table = pa_json.read_json(pa.py_buffer(chunk), read_options=options, parse_options=parse)
     except pa.ArrowException:
         return None  # a value Arrow does not parse as its column's type, a line not an object
+    if table.num_rows != objects:
+        return None  # a line of two objects
     if not table.num_rows:
         return pa.RecordBatch.from_pylist([], schema=layout.columns.schema)
     names = exact_names(table.schema, parse.explicit_schema.names, exact_only=True)
@@ -200,6 +205,33 @@ def _lines(chunks: Iterable[bytes], file_name: str) -> Iterator[str]:
             yield from io.TextIOWrapper(io.BytesIO(chunk), encoding="utf-8", newline="")
     except UnicodeDecodeError as error:
         raise not_utf8(file_name, error) from None
+
+
+def objects_a_line(chunk: bytes) -> int | None:
+    """How many lines of ``chunk`` are not blank, if each starts with ``{`` and ends with
+    ``}`` (line feeds, carriage returns or both end a line; spaces and tabs around);
+    ``None`` if one does not.
+
+    Arrow's JSON reader takes objects whatever the line breaks between them: an object
+    over two lines is one row to it, two objects on a line two rows. When every line
+    opens and closes an object, no object spans two lines (after a ``}`` a ``{`` is a
+    parse error), so Arrow's rows are these lines' objects one to one exactly when it
+    reads as many rows as this count."""
+    if b"\r" in chunk:
+        chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    body = chunk[:-1] if chunk.endswith(b"\n") else chunk
+    breaks = body.count(b"\n")
+    if (  # each line exactly an object's text: counted at the speed of a byte search
+        body[:1] == b"{"
+        and body[-1:] == b"}"
+        and body.count(b"\n{") == breaks
+        and body.count(b"}\n") == breaks
+    ):
+        return breaks + 1
+    filled = [line for raw in body.split(b"\n") if (line := raw.strip(b" \t\x0b\x0c"))]
+    if all(line[:1] == b"{" and line[-1:] == b"}" for line in filled):
+        return len(filled)
+    return None
 
 
 def _line_count(chunk: bytes) -> int:

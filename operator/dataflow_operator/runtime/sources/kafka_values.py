@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from dataflow_operator.runtime.sources.exact_arrow import exact_names
-from dataflow_operator.runtime.sources.json_format import PARSED
+from dataflow_operator.runtime.sources.json_format import PARSED, objects_a_line
 
 __all__ = ["arrow_values"]
 
@@ -44,8 +44,8 @@ def arrow_values(
     if not all(lines):
         return None  # an empty value is a row of nulls value by value; Arrow skips it
     buffer = b"\n".join(lines)
-    if not _an_object_a_line(buffer, len(lines)):
-        return None
+    if objects_a_line(buffer) != len(lines):
+        return None  # a value that is not one object on one line
     try:
         buffer.decode("utf-8")  # Arrow takes bytes that are not UTF-8 into strings unchecked
     except UnicodeDecodeError:
@@ -59,7 +59,7 @@ def arrow_values(
     except pa.ArrowException:
         return None
     names = exact_names(table.schema, list(wanted), exact_only=True)
-    if table.num_rows != len(lines) or names is None:  # a value of several objects
+    if table.num_rows != len(lines) or names is None:  # a line of two objects
         return None
     columns: dict[str, pa.Array] = {}
     for name, spark_type in fields:
@@ -74,18 +74,3 @@ def arrow_values(
         except pa.ArrowException:
             return None
     return pa.table(columns)
-
-
-def _an_object_a_line(buffer: bytes, lines: int) -> bool:
-    """Whether each of the ``lines`` lines of ``buffer`` starts with ``{``, ends with ``}``
-    and no line break is inside one. Arrow's reader reads JSON objects whatever the line
-    breaks between them: so no object can span two values (after a ``}``, a ``{`` is an
-    error), and as many rows as values are the values one to one."""
-    breaks = lines - 1
-    return (
-        buffer[:1] == b"{"
-        and buffer[-1:] == b"}"
-        and buffer.count(b"\n") == breaks
-        and buffer.count(b"\n{") == breaks
-        and buffer.count(b"}\n") == breaks
-    )
