@@ -206,14 +206,14 @@ KAFKA_PROPERTY_NAME = r"^[a-z0-9]+([._-][a-z0-9]+)*$"
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 """An environment variable's name."""
 MAX_KAFKA_PROPERTIES = 64
-DEFAULT_MAX_RECORDS_PER_BATCH = 1_000_000
-"""A kafka source's records per batch unless it says: a source behind its topic catches up
-in batches of up to a million records (read by the executors' tasks), as Spark's own
-Kafka source reads all it finds."""
 """Entries of ``properties`` and of ``propertiesFromEnv``, at most each."""
 MAX_KAFKA_PROPERTY_VALUE = 8192
 """Characters of a property's value, at most (a PEM certificate fits; larger files go by
 their ``*.location``)."""
+DEFAULT_MAX_RECORDS_PER_BATCH = 1_000_000
+"""A kafka source's records per batch unless it says: a source behind its topic catches up
+in batches of up to a million records (read by the executors' tasks), as Spark's own
+Kafka source reads all it finds."""
 KAFKA_OWNED_PROPERTIES: dict[str, str] = {
     "bootstrap.servers": "use bootstrapServers",
     "group.id": "use groupId",

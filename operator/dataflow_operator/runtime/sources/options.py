@@ -14,10 +14,6 @@ from dataflow_operator.runtime.sources.kafka_config import decode_properties
 from dataflow_operator.runtime.sources.logs import INGESTED_DIR
 from dataflow_operator.runtime.storage import Location
 
-DEFAULT_MAX_RECORDS = "1000000"
-"""``maxRecordsPerBatch``'s default (the spec's, which the engine passes: this module is
-imported by every reader, which need not load the API's models)."""
-
 __all__ = [
     "BATCH_TIME",
     "HEARTBEAT",
@@ -27,6 +23,9 @@ __all__ = [
     "SourceOptions",
 ]
 
+DEFAULT_MAX_RECORDS = "1000000"
+"""``maxRecordsPerBatch``'s default (the spec's, which the engine passes: this module is
+imported by every reader, which need not load the API's models)."""
 SOURCE_FORMAT = "dataflow_changelog"
 """The format name of :class:`~.reader.ChangelogSource`."""
 HEARTBEAT = "__hb"
