@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - Spark's convention
 from pyspark.sql import types as T  # noqa: N812 - Spark's convention
 
@@ -138,12 +138,13 @@ def _aggregate(
         for name, kind in zip(aggregate.sums, kinds, strict=True)
         if kind == "count_distinct" and isinstance(partial.schema[name].dataType, T.StructType)
     }
+    have = {field.name: field.dataType for field in per_row.schema.fields}
     per_row = per_row.select(
         *[
             (
                 distinct_text(F.col(f"`{field.name}`"), field.dataType)
                 if field.name in tuples and isinstance(field.dataType, T.StructType)
-                else F.col(f"`{field.name}`").cast(field.dataType)
+                else _typed(field.name, have[field.name], field.dataType)
             ).alias(field.name)
             for field in partial.schema.fields
         ]
@@ -259,16 +260,27 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
 def _as_output(frame: DataFrame, output: T.StructType) -> DataFrame:
     """``frame`` (data columns, ``__time``, ``__diff``) with Spark's own names and types
     for the query's output, by position (names may repeat)."""
+    names = [f.name for f in output.fields]
+    have = [f.dataType for f in frame.schema.fields[: len(names)]]
+    if have == [f.dataType for f in output.fields]:
+        return frame.toDF(*names, TIME, DIFF)  # one call to the JVM, not a few a column
     positions = [f"__c{i}" for i in range(len(output.fields))]
     frame = frame.toDF(*positions, TIME, DIFF)
     return frame.select(
         *[
-            F.col(p).cast(f.dataType).alias(f.name)
-            for p, f in zip(positions, output.fields, strict=True)
+            _typed(p, current, f.dataType).alias(f.name)
+            for p, current, f in zip(positions, have, output.fields, strict=True)
         ],
         F.col(TIME),
         F.col(DIFF),
     )
+
+
+def _typed(name: str, current: T.DataType, wanted: T.DataType) -> Column:
+    """Column ``name`` (of type ``current``) as ``wanted``: cast only if they differ (each
+    cast is calls to the JVM while the plan is built)."""
+    column = F.col(f"`{name}`")
+    return column if current == wanted else column.cast(wanted)
 
 
 def _multiset(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame:
