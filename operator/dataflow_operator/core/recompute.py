@@ -19,6 +19,7 @@ from dataflow_operator.core.sql_shape import (
     is_linear_select,
     is_session_window,
 )
+from dataflow_operator.core.top_n import MAX_RANK
 
 __all__ = ["INCREMENTAL_AGGREGATES", "recompute_reason"]
 
@@ -68,7 +69,7 @@ def _limit(query: exp.Query) -> str | None:
             if not select.args.get("order"):
                 return "LIMIT/OFFSET without ORDER BY (which rows it keeps is not defined)"
             return (
-                "ORDER BY … LIMIT/OFFSET (a top-k of constants, of up to 10,000 rows, over "
+                f"ORDER BY … LIMIT/OFFSET (a top-k of constants, of up to {MAX_RANK:,} rows, over "
                 "a maintained query is incremental)"
             )
     return None

@@ -35,7 +35,15 @@ from dataflow_operator.core.sql_shape import (
     render,
 )
 
-__all__ = ["ORDER_PREFIX", "PARTITION_PREFIX", "RANKED", "TopNPlan", "limit_shape", "top_n_shape"]
+__all__ = [
+    "MAX_RANK",
+    "ORDER_PREFIX",
+    "PARTITION_PREFIX",
+    "RANKED",
+    "TopNPlan",
+    "limit_shape",
+    "top_n_shape",
+]
 
 RANKED = "__mz_ranked"
 """The relation :attr:`TopNPlan.output_sql` reads: the ranked rows kept, as a changelog."""
@@ -45,7 +53,7 @@ PARTITION_PREFIX = "__topn_p"
 ORDER_PREFIX = "__topn_o"
 """Columns of :attr:`TopNPlan.input_sql` holding the ``ORDER BY`` values."""
 
-_LIMIT = 10_000
+MAX_RANK = 10_000
 """The highest rank kept, at most (the whole partition is read at every change of it)."""
 
 
@@ -150,17 +158,17 @@ def limit_shape(
         return None
     count = _integer(limit.expression)
     skip = _integer(offset.expression) if isinstance(offset, exp.Offset) else 0
-    if count is None or skip is None or count < 1 or skip < 0 or skip + count > _LIMIT:
+    if count is None or skip is None or count < 1 or skip < 0 or skip + count > MAX_RANK:
         return None
     ordered = list(order.expressions)
     if any(not isinstance(o, exp.Ordered) for o in ordered):
         return None
     values = [_output_named(o.this, query) for o in ordered]
+    if any(value is None for value in values):
+        return None
     plain = query.copy()
     for clause in ("order", "limit", "offset"):
         plain.set(clause, None)
-    if any(value is None for value in values):
-        return None
     items = list(plain.expressions)
     items += [exp.alias_(v, f"{ORDER_PREFIX}{i}") for i, v in enumerate(values) if v is not None]
     plain.set("expressions", items)
@@ -274,7 +282,7 @@ def _rank_range(
         low, high = bounds
         first = max(first, low)
         last = high if last is None or high is None else min(last, high)
-    if last is None or last > _LIMIT or first > last:
+    if last is None or last > MAX_RANK or first > last:
         return None
     return (first, last), rest
 
