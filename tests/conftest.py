@@ -44,11 +44,19 @@ CLUSTER_MASTER = "local-cluster[2,1,1024]"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests on the shared session, and put the executor-boundary tests last."""
+    """Mark the tests on the shared session; put the executor-boundary tests last and,
+    before them, the slow tests first: pytest-xdist hands out the first tests one to each
+    worker in turn, so the long ones start side by side rather than queue behind each
+    other on one worker while the others finish."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark_session)
-    items.sort(key=lambda item: item.get_closest_marker("local_cluster") is not None)
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("local_cluster") is not None,
+            item.get_closest_marker("slow") is None,
+        )
+    )
 
 
 class _SharedSession:

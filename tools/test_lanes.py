@@ -7,7 +7,8 @@
   whose replicas run Spark in processes of their own; and the tests on a real API server
   (marker ``envtest``: one API server for the run);
 - the **other** lane: everything else (pure units, manifests, the operator on the emulator
-  with stand-in replicas, the console scripts that start no Spark) on pytest-xdist workers.
+  with stand-in replicas, the console scripts that start no Spark) on four pytest-xdist
+  workers, each given a test at a time (:data:`OTHER_WORKERS`).
 
 The whole suite runs the lanes one after the other, the other lane first (its failures
 show within minutes): on two cores the spark lane alone keeps both busy, and side by
@@ -48,6 +49,12 @@ _SUMMARY = re.compile(r"^=* ?\d+ (passed|failed|skipped|deselected|errors?)\b.*\
 """pytest's last line, between rules or (``-q``) bare."""
 _FAILURE = re.compile(r"^(FAILED|ERROR) \S+")
 """pytest's short summary line of a failed test (``-r fE``, its default)."""
+OTHER_WORKERS = ["--maxschedchunk", "1", "-n"]
+"""The other lane's pytest-xdist options but the count: a test at a time to each worker
+that is free. By default pytest-xdist gives each worker a run of neighbouring tests at
+once, so one worker got a module's long operator tests one after another while the
+others had finished (``tests/conftest.py`` puts the slow tests first). Four workers on two
+cores: most of the lane's time is its operator tests waiting on their operators."""
 SLOWEST_MODULES = 5
 """Test modules named per lane at the end, the slowest first."""
 
@@ -127,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="leave out the slow tests")
     parser.add_argument(
-        "--workers", default="2", help="pytest-xdist workers of the other lane (default 2)"
+        "--workers", default="4", help="pytest-xdist workers of the other lane (default 4)"
     )
     args, extra = parser.parse_known_args(argv)
     lanes = [
-        Lane("other", "not (spark or spark_session or envtest)", ["-n", args.workers]),
+        Lane("other", "not (spark or spark_session or envtest)", [*OTHER_WORKERS, args.workers]),
         Lane("spark", "spark or spark_session or envtest", ["-n", "0"]),
     ]
     lock = threading.Lock()
