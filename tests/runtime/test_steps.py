@@ -1,5 +1,5 @@
 """A step on the wall clock is at most one Spark batch per dataflow, and none for one with
-nothing to do; a complete step also fires what is due.
+nothing to do (a complete step neither); a complete step also fires what is due.
 
 A batch runs with the watermark of the batch before it, so a temporal filter's
 retraction due at a step's time comes out of the next batch; a complete step (simulated
@@ -50,6 +50,47 @@ def _one_day_filter(engine: Engine, events: Path) -> RunningDataflow:
     running = engine.running("s")
     assert running is not None
     return running
+
+
+@pytest.mark.slow
+def test_a_simulated_run_walks_quiet_steps_without_batches_and_each_step_is_complete(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(quiet, "QUIET_AFTER", 0.0)
+    engine, outputs = _engine(spark, tmp_path)
+    events = tmp_path / "events"
+    running = _one_day_filter(engine, events)
+    hour = DAY // 24
+
+    def state() -> tuple[int, int, list[tuple[int, int, tuple[object, ...]]]]:
+        """(batches, frontier, updates) after a step."""
+        (report,) = engine.report().dataflows
+        assert report.last_error is None, report.last_error
+        updates = [u for output in outputs for u in output.updates]
+        return len(running.query.recentProgress), report.frontier[0], updates
+
+    try:
+        engine.step(START, complete=True)
+        assert state() == (1, START + 1, [(START, 1, ("hello",))])
+        # The hours before the retraction: no batch, each step's output complete.
+        for hours in range(1, 25):
+            engine.step(START + hours * hour, complete=True)
+            assert state()[:2] == (1, START + hours * hour + 1)
+        # The step past it: a batch at its time and the settle, the retraction out in it.
+        engine.step(START + DAY + hour, complete=True)
+        batches, frontier, updates = state()
+        assert (batches, frontier) == (3, START + DAY + hour + 1)
+        assert updates[-1] == (START + DAY + 1, -1, ("hello",))
+        # New input: its batch and the settle in the same step, then quiet again.
+        insert_rows(events, [{"content": "again", "event_ts": "2026-01-02T02:00:00Z"}])
+        engine.step(START + DAY + 2 * hour, complete=True)
+        batches, frontier, updates = state()
+        assert frontier == START + DAY + 2 * hour + 1 and batches in (4, 5)
+        assert updates[-1] == (START + DAY + 2 * hour, 1, ("again",))
+        engine.step(START + DAY + 3 * hour, complete=True)
+        assert state()[:2] == (batches, START + DAY + 3 * hour + 1)
+    finally:
+        engine.close()
 
 
 @pytest.mark.slow

@@ -283,11 +283,11 @@ class Engine:
         one step (its timers fire in the next step's batch): what a clock that ticks every
         fraction of a second wants. That next batch runs even when nothing new came: a
         dataflow whose last batch held output back (:meth:`RunningDataflow.holding`) is
-        given one more round of the clock. A dataflow with nothing to do runs no batch:
-        its frontier moves with the clock up to the next update its state holds, and
-        the step at or past that update's time runs its batch and settles it
-        (:mod:`.quiet`). A dataflow's first step is always complete, so that it hydrates
-        in it.
+        given one more round of the clock. A dataflow with nothing to do runs no batch,
+        complete step or not: its frontier moves with the clock up to the next update
+        its state holds, and the step at or past that update's time runs its batch and
+        settles it (:mod:`.quiet`). A dataflow's first step is always complete, so that
+        it hydrates in it.
 
         Dataflows run side by side, level by level: each dataflow is given its time (its
         query's next batch starts on its own), then the step waits for them all; a
@@ -343,9 +343,12 @@ class Engine:
         """Give one dataflow its step's time (see :meth:`step`); ``(batch, settle)``: whether
         it runs a batch the step waits for, and whether the step then settles it.
 
-        On the wall clock a dataflow with nothing to do runs no batch (:mod:`.quiet`)."""
+        A dataflow with nothing to do runs no batch (:mod:`.quiet`), on either clock: a
+        simulated run walks the days nothing happens in without Spark."""
         first = running.status.as_of is None
-        idle = RUN if complete or clock_time is None else running.idle_step(clock_time)
+        idle = RUN if clock_time is None else running.idle_step(clock_time)
+        if complete and idle.settle:
+            idle = RUN  # a complete step reaches its time: a batch at it, settled below
         if idle.upper is not None:
             running.advance_idle(idle.upper)  # nothing new: its frontier moves, no batch
             return False, False

@@ -1,7 +1,7 @@
 """Idle steps: a dataflow with nothing new moves its frontier without a Spark batch.
 
-On the wall clock a batch with no new input would carry only the clock's time, so a
-step asks first (:meth:`IdleCheck.check`):
+A batch with no new input would carry only the clock's time, so a step on either clock
+(a simulated run's quiet days too) asks first (:meth:`IdleCheck.check`):
 
 - a dataflow still hydrating, failed or dropped runs its batch;
 - so does one whose sources have something new
@@ -10,7 +10,8 @@ step asks first (:meth:`IdleCheck.check`):
   with ``mz_now()`` (its result moves with the clock alone);
 - one holding output back (:meth:`RunningDataflow.holding`: its last batch ran with the
   watermark of the batch before) with nothing new settles it: one more round at the
-  time of its last batch, not a batch at a new time (which would hold back again);
+  time of its last batch, not a batch at a new time (which would hold back again) —
+  except in a complete step (a simulated one), which runs its batch and settles it;
 - otherwise its output is complete up to what its sources would reach (the least of
   their uppers), except where its state holds updates for later: a stateful dataflow's
   registered timers (a temporal filter's retractions, a join's or a set operation's held

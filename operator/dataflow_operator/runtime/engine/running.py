@@ -218,7 +218,7 @@ class RunningDataflow:
         return not self._upper_is_inputs
 
     def idle_step(self, now: Timestamp) -> Step:
-        """What a wall-clock step at ``now`` does with it (see :mod:`.quiet`): move its
+        """What a step at clock time ``now`` does with it (see :mod:`.quiet`): move its
         frontier without a batch when nothing new can come out of one."""
         built, idle = self.built, self._idle
         if (
