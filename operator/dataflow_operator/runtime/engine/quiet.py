@@ -11,7 +11,8 @@ A batch with no new input would carry only the clock's time, so a step on either
 - one holding output back (:meth:`RunningDataflow.holding`: its last batch ran with the
   watermark of the batch before) with nothing new settles it: one more round at the
   time of its last batch, not a batch at a new time (which would hold back again) —
-  except in a complete step (a simulated one), which runs its batch and settles it;
+  except in a complete step (a simulated one, a run's last), which runs its batch and
+  settles it;
 - otherwise its output is complete up to what its sources would reach (the least of
   their uppers), except where its state holds updates for later: a stateful dataflow's
   registered timers (a temporal filter's retractions, a join's or a set operation's held
