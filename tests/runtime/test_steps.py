@@ -52,14 +52,22 @@ def _one_day_filter(engine: Engine, events: Path) -> RunningDataflow:
     return running
 
 
+def _quiet_filter(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Engine, list[BatchOutput], Path, RunningDataflow]:
+    """:func:`_one_day_filter` on a new engine whose stateful dataflows go quiet at once
+    after their last input, not a while later: ``(engine, outputs, events, running)``."""
+    monkeypatch.setattr(quiet, "QUIET_AFTER", 0.0)
+    engine, outputs = _engine(spark, tmp_path)
+    events = tmp_path / "events"
+    return engine, outputs, events, _one_day_filter(engine, events)
+
+
 @pytest.mark.slow
 def test_a_simulated_run_walks_quiet_steps_without_batches_and_each_step_is_complete(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(quiet, "QUIET_AFTER", 0.0)
-    engine, outputs = _engine(spark, tmp_path)
-    events = tmp_path / "events"
-    running = _one_day_filter(engine, events)
+    engine, outputs, events, running = _quiet_filter(spark, tmp_path, monkeypatch)
     hour = DAY // 24
 
     def state() -> tuple[int, int, list[tuple[int, int, tuple[object, ...]]]]:
@@ -97,11 +105,7 @@ def test_a_simulated_run_walks_quiet_steps_without_batches_and_each_step_is_comp
 def test_a_wall_step_runs_a_batch_only_for_new_input_or_a_due_update(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A stateful dataflow goes quiet at once after its last input, not a while later.
-    monkeypatch.setattr(quiet, "QUIET_AFTER", 0.0)
-    engine, outputs = _engine(spark, tmp_path)
-    events = tmp_path / "events"
-    running = _one_day_filter(engine, events)
+    engine, outputs, events, running = _quiet_filter(spark, tmp_path, monkeypatch)
 
     def frontier() -> int:
         (report,) = engine.report().dataflows
