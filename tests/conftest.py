@@ -49,7 +49,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     worker in turn, so the long ones start side by side rather than queue behind each
     other on one worker while the others finish."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        # A test parametrized with an argument named ``spark`` takes that value, not the session.
+        parameters = getattr(getattr(item, "callspec", None), "params", {})
+        if "spark" in getattr(item, "fixturenames", ()) and "spark" not in parameters:
             item.add_marker(pytest.mark.spark_session)
     items.sort(
         key=lambda item: (

@@ -3,6 +3,7 @@ again at the very end."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -79,3 +80,30 @@ def test_the_whole_suite_runs_the_other_lane_then_the_spark_lane(tmp_path: Path)
         name: (float(a), float(b)) for name, a, b in map(str.split, times.read_text().splitlines())
     }
     assert spans["spark"][0] >= spans["other"][1], spans  # not side by side
+
+
+@pytest.mark.slow
+def test_side_by_side_the_other_lane_runs_at_a_lower_priority(tmp_path: Path) -> None:
+    niceness = tmp_path / "niceness"
+    (tmp_path / "test_priority.py").write_text(
+        "import os, pytest\n"
+        "def _record(lane):\n"
+        f"    with open({str(niceness)!r}, 'a') as out:\n"
+        "        out.write(f'{lane} {os.nice(0)}\\n')\n"
+        "def test_other():\n    _record('other')\n"
+        "@pytest.mark.spark\ndef test_spark():\n    _record('spark')\n"
+    )
+    lanes = [sys.executable, str(TOOL), "--fast", "--workers", "1", "-p", "no:cacheprovider"]
+    warnings = ["-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    run = subprocess.run(
+        [*lanes, "-q", *warnings, str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    base = os.nice(0)
+    recorded = dict(map(str.split, niceness.read_text().splitlines()))
+    assert recorded == {"other": str(base + 10), "spark": str(base)}, recorded

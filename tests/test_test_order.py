@@ -16,6 +16,7 @@ class _Item:
     name: str
     markers: set[str] = field(default_factory=set)
     fixturenames: tuple[str, ...] = ()
+    callspec: object | None = None
 
     def get_closest_marker(self, name: str) -> object | None:
         return name if name in self.markers else None
@@ -46,3 +47,17 @@ def test_slow_tests_come_first_and_the_executor_boundary_last() -> None:
         "slow_on_spark",
         "quick_on_spark",
     ]
+
+
+@dataclass
+class _CallSpec:
+    params: dict[str, object]
+
+
+def test_an_argument_named_spark_is_not_the_spark_session() -> None:
+    items = [
+        _Item("memory_to_spark", fixturenames=("spark",), callspec=_CallSpec({"spark": "1g"})),
+        _Item("on_spark", fixturenames=("spark",), callspec=_CallSpec({"seed": 1})),
+    ]
+    pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [item.name for item in items if "spark_session" in item.markers] == ["on_spark"]

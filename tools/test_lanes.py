@@ -13,8 +13,8 @@
 The whole suite runs the lanes one after the other, the other lane first (its failures
 show within minutes): on two cores the spark lane alone keeps both busy, and side by
 side the two lanes took longer than one after the other (docs/architecture.md, "Tests").
-``--fast`` runs them side by side: its Spark tests are short and mostly wait for Spark's
-start.
+``--fast`` runs them side by side, the other lane at a lower priority (:data:`NICENESS`):
+its Spark tests are short, and the spark lane is what the run waits for.
 
 Each lane's lines are printed as they come, prefixed with the lane's name; at the end each
 lane's slowest test modules (from its JUnit report: where the time goes) and its failed
@@ -55,6 +55,11 @@ that is free. By default pytest-xdist gives each worker a run of neighbouring te
 once, so one worker got a module's long operator tests one after another while the
 others had finished (``tests/conftest.py`` puts the slow tests first). Four workers on two
 cores: most of the lane's time is its operator tests waiting on their operators."""
+NICENESS = "10"
+"""How much lower a lane that yields runs side by side. The fast tier's spark lane (one
+Spark session, its tests one at a time) is what the run waits for; at equal priority the
+other lane's four workers and lint, started with it, took the cores it needed to start
+Spark (docs/architecture.md, "Tests")."""
 SLOWEST_MODULES = 5
 """Test modules named per lane at the end, the slowest first."""
 
@@ -66,6 +71,9 @@ class Lane:
     name: str
     markers: str
     options: list[str]
+    yields: bool = False
+    """Side by side (``--fast``), it runs at a lower priority (``nice``), in the cores the
+    other lane leaves: the run waits for the other lane, not for this one."""
     counts: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     status: int | None = None
@@ -73,7 +81,8 @@ class Lane:
     def command(self, fast: bool, extra: list[str], report: Path) -> list[str]:
         markers = f"({self.markers}) and not slow" if fast else self.markers
         options = [*self.options, f"--junitxml={report}"]
-        return [sys.executable, "-m", "pytest", "-m", markers, *options, *extra]
+        pytest = [sys.executable, "-m", "pytest", "-m", markers, *options, *extra]
+        return ["nice", "-n", NICENESS, *pytest] if fast and self.yields else pytest
 
 
 def module_seconds(report: Path) -> dict[str, float]:
@@ -138,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, extra = parser.parse_known_args(argv)
     lanes = [
-        Lane("other", "not (spark or spark_session or envtest)", [*OTHER_WORKERS, args.workers]),
+        Lane(
+            "other",
+            "not (spark or spark_session or envtest)",
+            [*OTHER_WORKERS, args.workers],
+            yields=True,
+        ),
         Lane("spark", "spark or spark_session or envtest", ["-n", "0"]),
     ]
     lock = threading.Lock()
