@@ -14,6 +14,25 @@ import pytest
 TOOL = Path(__file__).parents[1] / "tools" / "test_lanes.py"
 
 
+def _run_lanes(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """The tool over the tests in ``folder``, one worker in the other lane."""
+    pytest_options = [
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-W",
+        "ignore::pytest.PytestUnknownMarkWarning",
+    ]
+    return subprocess.run(
+        [sys.executable, str(TOOL), *options, "--workers", "1", *pytest_options, str(folder)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.slow
 def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: Path) -> None:
     (tmp_path / "test_sample.py").write_text(
@@ -23,25 +42,7 @@ def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: P
         "def test_fails():\n    assert 1 == 2\n"
         "@pytest.mark.spark\ndef test_in_the_spark_lane_fails():\n    assert False\n"
     )
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(TOOL),
-            "--workers",
-            "1",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "-W",
-            "ignore::pytest.PytestUnknownMarkWarning",
-            str(tmp_path),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    run = _run_lanes(tmp_path)
     tail = run.stdout.splitlines()[-7:]
     assert run.returncode == 1, run.stdout + run.stderr
     assert tail[-1] == "tests: 1 passed, 2 failed, 0 skipped", run.stdout
@@ -53,57 +54,42 @@ def test_failed_tests_are_named_again_below_the_totals_of_both_lanes(tmp_path: P
     assert seconds is not None and int(seconds.group(1)) >= 1, other  # the 1 s sleep
 
 
-@pytest.mark.slow
-def test_the_whole_suite_runs_the_other_lane_then_the_spark_lane(tmp_path: Path) -> None:
-    times = tmp_path / "times"
-    (tmp_path / "test_order.py").write_text(
-        "import pytest, time\n"
-        "def _record(name, seconds):\n"
+def _recording_tests(folder: Path) -> Path:
+    """A test in each lane (the other lane's sleeps 1 s) that records its lane, when it
+    began and ended and its niceness; the file they record in."""
+    record = folder / "record"
+    (folder / "test_recorded.py").write_text(
+        "import os, pytest, time\n"
+        "def _record(lane, seconds):\n"
         "    began = time.time(); time.sleep(seconds)\n"
-        f"    with open({str(times)!r}, 'a') as out:\n"
-        "        out.write(f'{name} {began} {time.time()}\\n')\n"
+        f"    with open({str(record)!r}, 'a') as out:\n"
+        "        out.write(f'{lane} {began} {time.time()} {os.nice(0)}\\n')\n"
         "def test_other():\n    _record('other', 1.0)\n"
         "@pytest.mark.spark\ndef test_spark():\n    _record('spark', 0.1)\n"
     )
-    lanes = [sys.executable, str(TOOL), "--workers", "1", "-p", "no:cacheprovider", "-q"]
-    warnings = ["-W", "ignore::pytest.PytestUnknownMarkWarning"]
-    run = subprocess.run(
-        [*lanes, *warnings, str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return record
+
+
+def _recorded(record: Path) -> dict[str, list[str]]:
+    """Each lane's test's record: began, ended, niceness."""
+    return {lane: rest for lane, *rest in map(str.split, record.read_text().splitlines())}
+
+
+@pytest.mark.slow
+def test_the_whole_suite_runs_the_other_lane_then_the_spark_lane(tmp_path: Path) -> None:
+    record = _recording_tests(tmp_path)
+    run = _run_lanes(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
-    spans = {
-        name: (float(a), float(b)) for name, a, b in map(str.split, times.read_text().splitlines())
-    }
-    assert spans["spark"][0] >= spans["other"][1], spans  # not side by side
+    recorded = _recorded(record)
+    assert float(recorded["spark"][0]) >= float(recorded["other"][1]), recorded  # one at a time
 
 
 @pytest.mark.slow
 def test_side_by_side_the_other_lane_runs_at_a_lower_priority(tmp_path: Path) -> None:
-    niceness = tmp_path / "niceness"
-    (tmp_path / "test_priority.py").write_text(
-        "import os, pytest\n"
-        "def _record(lane):\n"
-        f"    with open({str(niceness)!r}, 'a') as out:\n"
-        "        out.write(f'{lane} {os.nice(0)}\\n')\n"
-        "def test_other():\n    _record('other')\n"
-        "@pytest.mark.spark\ndef test_spark():\n    _record('spark')\n"
-    )
-    lanes = [sys.executable, str(TOOL), "--fast", "--workers", "1", "-p", "no:cacheprovider"]
-    warnings = ["-W", "ignore::pytest.PytestUnknownMarkWarning"]
-    run = subprocess.run(
-        [*lanes, "-q", *warnings, str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    record = _recording_tests(tmp_path)
+    run = _run_lanes(tmp_path, "--fast")
     assert run.returncode == 0, run.stdout + run.stderr
+    recorded = _recorded(record)
     base = os.nice(0)
-    recorded = dict(map(str.split, niceness.read_text().splitlines()))
-    assert recorded == {"other": str(base + 10), "spark": str(base)}, recorded
+    niceness = {lane: int(values[2]) for lane, values in recorded.items()}
+    assert niceness == {"other": base + 10, "spark": base}, recorded
