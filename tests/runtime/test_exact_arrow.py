@@ -8,6 +8,7 @@ two must agree: the same rows, or the same error.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,12 @@ from pyspark.sql.types import (
 from tests.runtime.source_rows import rows_read, source_schema
 
 from dataflow_operator.runtime.sources import file_format, item_updates
+from dataflow_operator.runtime.sources.batches import UpdateColumns
+from dataflow_operator.runtime.sources.exact_arrow import exact_timestamps
 from dataflow_operator.runtime.sources.read_tasks import ReadItem, ReadTask
 from dataflow_operator.runtime.sources.reader import ChangelogReader
 from dataflow_operator.runtime.storage import Location
-from dataflow_operator.runtime.values import BadValue
+from dataflow_operator.runtime.values import BadValue, convert
 
 FIELDS = [
     StructField("n", LongType()),
@@ -210,3 +213,87 @@ def test_a_parquet_file_reads_the_same_by_arrow_and_row_by_row(
     pq.write_table(pa.table({field.name.upper(): column}), file)  # matched whatever the case
     source = _reader(tmp_path, "table", [field], "parquet")
     _same_either_way(source, ReadItem(_uri(file), BATCH_TIME, 0), monkeypatch)
+
+
+def _python_timestamp(text: str) -> Any:
+    """What the row-by-row reading makes of ``text`` as a TIMESTAMP, or ``"error"``."""
+    columns = UpdateColumns.of(source_schema(StructField("t", TimestampType())), ["t"])
+    try:
+        return columns.from_rows([(convert(text, TimestampType()), 0, 1)]).column(0)[0]
+    except (BadValue, ValueError, OverflowError):
+        return "error"
+
+
+TWO_DIGITS = st.integers(0, 99).map("{:02d}".format)
+TIMESTAMP_TEXTS = st.builds(
+    "{}-{}-{}{}{}:{}:{}{}{}".format,
+    st.sampled_from(["0001", "1970", "2024", "2026", "9999"]),
+    st.sampled_from(["01", "02", "12", "13", "00"]),
+    st.sampled_from(["01", "28", "29", "30", "31", "32", "00"]),
+    st.sampled_from(["T", " ", "t"]),
+    TWO_DIGITS,
+    TWO_DIGITS,
+    TWO_DIGITS,
+    st.sampled_from(["", ".1", ".123", ".123456", ".1234567", ",5"]),
+    st.sampled_from(["", "Z", "z", "+00:00", "-00:00", "+05:30", "+05:60", "-23:59", "+24:00"]),
+)
+"""Texts in and around the shape both parsers read: days past a month's end, hours,
+minutes and seconds up to 99, fractions too long, zones out of range."""
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=TIMESTAMP_TEXTS)
+@example(text="0001-01-01T00:00:00+01:00")  # before Python's first year in UTC
+@example(text="2024-02-29T23:59:59.999999Z")
+def test_a_text_timestamp_arrow_converts_is_the_row_by_row_readings(text: str) -> None:
+    arrow = UpdateColumns.of(source_schema(StructField("t", TimestampType())), ["t"]).fields[0][2]
+    converted = exact_timestamps(pa.array([text]), arrow)
+    if converted is not None:
+        assert converted[0] == _python_timestamp(text)
+
+
+def test_texts_in_the_shape_both_parsers_read_alike_are_converted_by_arrow() -> None:
+    arrow = pa.timestamp("us", tz="UTC")
+    zoned = pa.array(["2026-01-01T00:00:00.5Z", None, "2026-01-01 05:30:00+05:30"])
+    assert exact_timestamps(zoned, arrow) == pa.array(
+        [
+            dt.datetime(2026, 1, 1, 0, 0, 0, 500_000, tzinfo=dt.UTC),
+            None,
+            dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        ],
+        arrow,
+    )
+    local = pa.array(["2026-01-01T00:00:00", "2026-01-02 00:00:00.25"])  # UTC, as row by row
+    assert exact_timestamps(local, arrow) is not None
+    for others in (
+        ["2026-01-01T00:00:00Z", "2026-01-01T00:00:00"],  # with and without a zone
+        [" 2026-01-01T00:00:00Z"],  # spaces around
+        ["2026-01-01T00:00:00.1234567Z"],  # Python keeps six digits, Arrow refuses more
+        ["20260101T000000Z"],
+        ["2026-02-30T00:00:00Z"],
+    ):
+        assert exact_timestamps(pa.array(others), arrow) is None, others
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-01-01T00:00:00.123Z",
+        "2026-01-01 05:30:00+05:30",
+        "2026-01-01T00:00:00",
+        " 2026-01-01T00:00:00Z",  # row by row
+        "2026-02-30T00:00:00Z",  # a bad value either way
+        1_767_225_600_000,  # milliseconds: row by row
+    ],
+)
+def test_a_json_file_with_a_timestamp_reads_the_same_by_arrow_and_row_by_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: Any
+) -> None:
+    file = tmp_path / "c.json"
+    lines = [{"n": 1, "t": "2026-01-01T00:00:00Z", "time": 3, "diff": 1}]
+    lines.append({"n": 2, "t": value, "time": 4, "diff": 1})
+    file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    fields = [StructField("n", LongType()), StructField("t", TimestampType())]
+    _same_either_way(
+        _reader(tmp_path, "changelog", fields), ReadItem(_uri(file), None, 0), monkeypatch
+    )

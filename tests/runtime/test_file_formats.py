@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import (
     DataType,
+    DateType,
     LongType,
     StringType,
     StructField,
@@ -151,7 +152,8 @@ def _layout(
 
 def test_json_is_read_by_arrow_when_every_column_is_a_type_arrow_parses_exactly() -> None:
     assert JSON_LINES.arrow_reading(_layout([("n", LongType()), ("s", StringType())])) is not None
-    assert JSON_LINES.arrow_reading(_layout([("t", TimestampType())])) is None
+    assert JSON_LINES.arrow_reading(_layout([("t", TimestampType())])) is not None
+    assert JSON_LINES.arrow_reading(_layout([("d", DateType())])) is None
     assert JSON_LINES.arrow_reading(_layout(N, ("time", "diff"))) is not None
     # The time column is also a column of another type: Arrow cannot parse it as both.
     assert JSON_LINES.arrow_reading(_layout([("time", StringType())], ("time", "diff"))) is None
@@ -177,15 +179,19 @@ def test_a_clean_json_file_is_read_by_arrow_alone(tmp_path: Path) -> None:
     assert _read(file, N) == _row_by_row(file, N)
 
 
-def test_a_json_file_with_a_timestamp_column_is_read_row_by_row_whole(tmp_path: Path) -> None:
-    fields = [("n", LongType()), ("t", TimestampType())]
-    file = _write_json(
-        tmp_path / "t.json", [{"n": k, "t": "2026-01-01T00:00:00Z"} for k in range(3)]
-    )
-    assert _kinds(_blocks(file, fields)) == ["rows"]
-    read = _read(file, fields)
-    assert read == _row_by_row(file, fields)
-    assert isinstance(read, list) and [row["n"] for row in read] == [0, 1, 2]
+def test_a_json_file_with_timestamps_is_read_by_arrow_and_with_dates_row_by_row_whole(
+    tmp_path: Path,
+) -> None:
+    for column, value, kinds in (
+        (TimestampType(), "2026-01-01T00:00:00Z", ["arrow"]),
+        (DateType(), "2026-01-01", ["rows"]),
+    ):
+        fields = [("n", LongType()), ("t", column)]
+        file = _write_json(tmp_path / "t.json", [{"n": k, "t": value} for k in range(3)])
+        assert _kinds(_blocks(file, fields)) == kinds
+        read = _read(file, fields)
+        assert read == _row_by_row(file, fields)
+        assert isinstance(read, list) and [row["n"] for row in read] == [0, 1, 2]
 
 
 def test_a_json_array_file_is_read_row_by_row_whole(

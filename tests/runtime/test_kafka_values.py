@@ -111,8 +111,37 @@ def test_a_value_over_several_lines_is_left_to_the_one_by_one_parsing() -> None:
 
 def test_csv_values_and_columns_of_other_types_are_left_to_the_one_by_one_parsing() -> None:
     assert arrow_values(FIELDS, [b"a,1"], "csv") is None
+    from pyspark.sql.types import DateType
+
+    assert arrow_values([("d", DateType())], [b'{"d": "2026-01-01"}'], "json") is None
+
+
+ZONED = b'"2026-01-01T00:00:00Z"'
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "by_arrow"),
+    [
+        (ZONED, b'"2026-01-01 05:30:00.25+05:30"', True),
+        (ZONED, b"null", True),
+        (b'"2026-01-01T00:00:00"', b'"2026-01-02 00:00:00.5"', True),  # no zone: UTC
+        (ZONED, b'"2026-01-01T00:00:00"', False),  # with and without a zone: one by one
+        (ZONED, b'" 2026-01-01T00:00:00Z"', False),  # spaces around
+        (ZONED, b"1767225600000", False),  # milliseconds
+    ],
+)
+def test_text_timestamps_arrow_reads_exactly_are_the_values_parsed_one_by_one(
+    first: bytes, second: bytes, by_arrow: bool
+) -> None:
     from pyspark.sql.types import TimestampType
 
-    assert (
-        arrow_values([("t", TimestampType())], [b'{"t": "2026-01-01T00:00:00Z"}'], "json") is None
+    fields = [("t", TimestampType())]
+    values = [b'{"t": ' + first + b"}", b'{"t": ' + second + b"}"]
+    parsed = arrow_values(fields, values, "json")
+    assert (parsed is not None) == by_arrow
+    records = [KafkaRecord(0, offset, 0, value) for offset, value in enumerate(values)]
+    one_by_one = updates_table(
+        fields, [(*record_values(OPTIONS, fields, r), 0, 1) for r in records]
     )
+    if parsed is not None:
+        assert parsed.to_pylist() == one_by_one.drop_columns(["__time", "__diff"]).to_pylist()

@@ -9,7 +9,8 @@ must never read a file otherwise. The formats (:mod:`.file_format`) parse a bloc
 file by Arrow, then ask here whether what Arrow made of it is exact:
 
 - every column's values cast to the column's Arrow type (:func:`exact_updates`: an
-  integer that does not fit its column is not exact);
+  integer that does not fit its column is not exact; a text timestamp only in the one
+  shape Arrow and Python parse alike, :func:`exact_timestamps`);
 - no field differs from its column's name only by case (:func:`exact_names`);
 - a changelog's time and diff are integers on every row.
 
@@ -21,6 +22,7 @@ hands that block to the row-by-row reading.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,7 +31,14 @@ import pyarrow.compute as pc
 
 from dataflow_operator.runtime.sources.batches import UpdateColumns
 
-__all__ = ["UpdateLayout", "exact_names", "exact_updates", "newest_integer"]
+__all__ = [
+    "UpdateLayout",
+    "exact_cast",
+    "exact_names",
+    "exact_timestamps",
+    "exact_updates",
+    "newest_integer",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +100,10 @@ def exact_updates(
         if found is None:
             arrays.append(pa.nulls(rows, arrow))
             continue
-        try:
-            arrays.append(batch.column(found).cast(arrow, safe=True))
-        except pa.ArrowException:
+        values = exact_cast(batch.column(found), arrow)
+        if values is None:
             return None
+        arrays.append(values)
     diff = None
     if layout.times is not None:
         own_time, diff = (_integers(batch, names.get(column)) for column in layout.times)
@@ -106,6 +115,59 @@ def exact_updates(
         arrays.append(pa.repeat(pa.scalar(layout.time, pa.int64()), rows))
     arrays.append(pa.repeat(pa.scalar(1, pa.int64()), rows) if diff is None else diff)
     return pa.RecordBatch.from_arrays(arrays, schema=layout.columns.schema)
+
+
+def exact_cast(values: pa.Array, arrow: pa.DataType) -> pa.Array | None:
+    """``values`` as ``arrow``, or ``None`` when the cast would not be exact."""
+    if pa.types.is_timestamp(arrow) and (
+        pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+    ):
+        return exact_timestamps(values, arrow)
+    try:
+        return values.cast(arrow, safe=True)
+    except pa.ArrowException:
+        return None
+
+
+_MOMENT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+_ZONED = _MOMENT + r"(Z|[+-][0-9]{2}:[0-9]{2})$"
+_LOCAL = _MOMENT + "$"
+_UTC_MICROSECONDS = pa.timestamp("us", tz="UTC")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_KEPT = tuple(
+    (dt.datetime(*day, tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
+    for day in ((1, 1, 2), (9999, 12, 30))
+)
+"""Microseconds since the epoch of the instants whose local time in every zone is a day
+of Python's years (1 to 9999)."""
+
+
+def exact_timestamps(texts: pa.Array, arrow: pa.DataType) -> pa.Array | None:
+    """Timestamps written as text, as ``arrow``, where they are exactly what the row-by-row
+    reading makes of them (Python's ``datetime.fromisoformat``, a time without a zone in
+    UTC); ``None`` otherwise.
+
+    Exact: every text is ``YYYY-MM-DD`` then ``T`` or a space, ``HH:MM:SS``, at most six
+    digits of a second's fraction, and either all end in a zone (``Z`` or ``±HH:MM``) or
+    none does; Arrow then rejects what Python rejects (a 25th hour, February 30th) and
+    reads the rest as Python does. Any other spelling Python takes (spaces around, a comma
+    before the fraction, more digits, ``YYYYMMDD``, a number of milliseconds) is left to
+    the row-by-row reading, as are instants near the ends of Python's years.
+    """
+    try:
+        if pc.all(pc.match_substring_regex(texts, _ZONED)).as_py():
+            moments = texts.cast(_UTC_MICROSECONDS)
+        elif pc.all(pc.match_substring_regex(texts, _LOCAL)).as_py():
+            moments = texts.cast(pa.timestamp("us")).cast(_UTC_MICROSECONDS)  # read as UTC
+        else:
+            return None
+        bounds = pc.min_max(moments.cast(pa.int64()))
+        lowest, highest = bounds["min"].as_py(), bounds["max"].as_py()
+        if lowest is not None and not _KEPT[0] <= lowest <= highest <= _KEPT[1]:
+            return None
+        return moments.cast(arrow)
+    except pa.ArrowException:
+        return None
 
 
 def _integers(batch: pa.RecordBatch, name: str | None) -> pa.Array | None:

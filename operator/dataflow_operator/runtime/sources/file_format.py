@@ -14,10 +14,10 @@ file). Each format is one :class:`FileFormat` that owns both of its readings:
 :meth:`FileFormat.blocks` reads a file into updates, choosing between the two by plain
 decisions, never by an exception handed from one reader to the other: first, before the
 file is opened, from the columns (:meth:`FileFormat.arrow_reading`: ``None`` when Arrow
-cannot read them exactly in this format at all, as CSV, or JSON with a timestamp
-column); then, block by block, from what Arrow made of the block. Each block of the file
-comes out once, in order: an Arrow batch of updates, or the block's records (:class:`Rows`)
-for the row-by-row reading. Every row is read once; none is read again or skipped.
+cannot read them exactly in this format at all, as CSV, or JSON with a date column);
+then, block by block, from what Arrow made of the block. Each block of the file comes out
+once, in order: an Arrow batch of updates, or the block's records (:class:`Rows`) for
+the row-by-row reading. Every row is read once; none is read again or skipped.
 
 The contract every format keeps, and the tests check on files each way: taking the
 batches as they are and converting the :class:`Rows` row by row gives exactly the

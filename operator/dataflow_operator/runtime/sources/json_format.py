@@ -9,7 +9,8 @@ The choices (:mod:`.file_format`):
 
 - columns: Arrow reads the file only when every column's Spark type is one Arrow parses
   from JSON as the row-by-row reading converts it (:data:`PARSED`: integers, floating
-  point, strings, booleans), and the time and diff are not also columns of another type;
+  point, strings, booleans, timestamps written as text), and the time and diff are not
+  also columns of another type;
 - the file: one JSON array (its first non-blank line starts with ``[``) is read whole,
   row by row, as the row-by-row reading reads it;
 - each chunk: by Arrow when its bytes are UTF-8 (Arrow does not check), Arrow parses
@@ -63,8 +64,10 @@ PARSED = {
     "double": pa.float64(),
     "string": pa.string(),
     "boolean": pa.bool_(),
+    "timestamp": pa.string(),  # its text: :func:`.exact_arrow.exact_timestamps` reads it
 }
-"""Spark types whose JSON values Arrow parses as the row-by-row reading converts them."""
+"""Spark types whose JSON values Arrow parses as the row-by-row reading converts them (a
+timestamp parsed as text, then converted where that is exact)."""
 
 
 class JsonLines(FileFormat):

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from dataflow_operator.runtime.sources.exact_arrow import exact_names
+from dataflow_operator.runtime.sources.exact_arrow import exact_cast, exact_names
 from dataflow_operator.runtime.sources.json_format import PARSED, objects_a_line
 
 __all__ = ["arrow_values"]
@@ -65,12 +65,11 @@ def arrow_values(
     for name, spark_type in fields:
         arrow = to_arrow_type(spark_type, timezone="UTC")
         found = names.get(name)
-        try:
-            columns[name] = (
-                pa.nulls(table.num_rows, arrow)
-                if found is None
-                else table.column(found).combine_chunks().cast(arrow, safe=True)
-            )
-        except pa.ArrowException:
+        if found is None:
+            columns[name] = pa.nulls(table.num_rows, arrow)
+            continue
+        exact = exact_cast(table.column(found).combine_chunks(), arrow)
+        if exact is None:
             return None
+        columns[name] = exact
     return pa.table(columns)
