@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.runtime.test_join_state import FakeHandle, FakeTimerValues
 
+from dataflow_operator.runtime.strategies import output_slices
 from dataflow_operator.runtime.strategies.aggregate import GroupTotals
 
 
@@ -132,3 +136,78 @@ def test_in_time_order_a_late_row_is_applied_after_what_is_held_before_it() -> N
         ("a", 105, 2, 8, 1),
     ]
     assert handle.timers == set()  # time 6's timer deleted: nothing applies twice
+
+
+def _recounted(updates: list[tuple[int, int, int]], kind: str) -> list[tuple[object, ...]]:
+    """The transitions by the definition: every time's totals counted from all the values
+    present then (value ``x`` present while its count is positive)."""
+    counts: dict[int, int] = {}
+    rows = 0
+    out: list[tuple[object, ...]] = []
+
+    def answer() -> object:
+        present = [value for value, count in counts.items() if count > 0]
+        if kind == "count_distinct":
+            return len(present)
+        return (min if kind == "min" else max)(present) if present else None
+
+    for time in sorted({time for time, _, _ in updates}):
+        before = (answer(), rows) if rows else None
+        for at, value, diff in updates:
+            if at == time:
+                counts[value] = counts.get(value, 0) + diff
+                rows += diff
+        if before is not None:
+            out.append(("g", *before, time, -1))
+        if rows:
+            out.append(("g", answer(), rows, time, 1))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kind=st.sampled_from(["min", "max", "count_distinct"]),
+    batches=st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 6), st.integers(0, 4), st.sampled_from([1, 1, 1, -1])),
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_a_multiset_columns_running_answer_is_the_recounted_one(
+    kind: str, batches: list[list[tuple[int, int, int]]]
+) -> None:
+    """Values come and go over times and batches (a changelog retracts only what it
+    inserted: a retraction drawn for a value not present is an insertion); every emitted
+    answer is the one counted afresh from the values present."""
+    totals = GroupTotals(keys=1, sums=1, kinds=(kind,))
+    totals.init(FakeHandle())
+    offset, seen, emitted = 0, [], []
+    present: dict[int, int] = {}
+    for batch in batches:
+        updates = []
+        for time, value, diff in sorted(batch):
+            change = diff if present.get(value, 0) + diff >= 0 else 1
+            present[value] = present.get(value, 0) + change
+            updates.append((offset + time, value, change))
+        offset += 10  # each batch's times after the last one's
+        emitted += _transitions(totals, [("g", t, v, d, 0) for t, v, d in updates])
+        seen += updates
+    assert emitted == _recounted(seen, kind)
+
+
+def test_a_calls_transitions_are_handed_over_in_frames_of_bounded_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(output_slices, "FRAME_ROWS", 4)
+    totals = GroupTotals(keys=1, sums=0)
+    totals.init(FakeHandle())
+    frames = list(
+        totals.handleInputRows(
+            (0,), iter([pd.DataFrame([(g, 1, 1, 0) for g in range(9)])]), FakeTimerValues(0)
+        )
+    )
+    assert [len(frame) for frame in frames] == [4, 4, 1]
+    assert sorted(row[0] for row in _rows(frames)) == list(range(9))

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from dataflow_operator.core.changelog import DIFF, TIME
+from dataflow_operator.runtime.strategies import output_slices
 from dataflow_operator.runtime.strategies.arrangement import ArrangedJoin
 from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW, SIDE
 from dataflow_operator.runtime.strategies.join_rows import (
@@ -125,8 +126,18 @@ def _run(
     updates: list[tuple[int, dict[str, Any], int, int]],
     watermark: int,
 ) -> list[Any]:
+    """The processor's output rows for ``updates`` (see :func:`_frames`)."""
+    out = _frames(processor, updates, watermark)
+    return [tuple(r) for f in out for r in f.itertuples(index=False)]
+
+
+def _frames(
+    processor: ArrangedJoin,
+    updates: list[tuple[int, dict[str, Any], int, int]],
+    watermark: int,
+) -> list[pd.DataFrame]:
     """Hand ``updates`` to the processor as Spark does: packed (two Arrow batches, so
-    that the processor reads more than one pack)."""
+    that the processor reads more than one pack); the frames it yields."""
     frame = pd.DataFrame(
         [
             (side, _key(row), json.dumps(row, sort_keys=True), time, diff, 0)
@@ -140,8 +151,7 @@ def _run(
         for part in (frame[:half], frame[half:])
     ]
     frames: Iterator[pd.DataFrame] = (packed.to_pandas() for packed in pack(batches))
-    out = list(processor.handleInputRows((0,), frames, FakeTimerValues(watermark)))
-    return [tuple(r) for f in out for r in f.itertuples(index=False)]
+    return list(processor.handleInputRows((0,), frames, FakeTimerValues(watermark)))
 
 
 def _expected(
@@ -374,3 +384,19 @@ def test_retracting_every_row_leaves_no_state(layout: str) -> None:
     for side in (0, 1):
         _run(processor, [(s, row, 20 + side, -1) for s, row in inserted if s == side], 20 + side)
     assert handle.maps["arrangement"].values == {}
+
+
+def test_a_calls_output_is_handed_over_in_frames_of_bounded_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One dimension row joins 25 facts at once: 25 joined updates, in frames of at most
+    :data:`~.output_slices.FRAME_ROWS` (10 here), in order."""
+    monkeypatch.setattr(output_slices, "FRAME_ROWS", 10)
+    processor = ArrangedJoin((False, False))
+    processor.init(FakeHandle())
+    facts = [(0, _fact(i, 1), 1, 1) for i in range(25)]
+    assert _run(processor, facts, 1) == []
+    frames = _frames(processor, [(1, {"k": 1, "s": "x", "v": 0, "side": 1}, 2, 1)], 2)
+    assert [len(frame) for frame in frames] == [10, 10, 5]
+    joined = [json.loads(left)["v"] for frame in frames for left in frame[0]]
+    assert sorted(joined) == list(range(25))

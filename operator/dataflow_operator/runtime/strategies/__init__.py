@@ -20,7 +20,7 @@ modules light to import: Spark's pre-init runner unpickles each in a new Python 
 every query start.
 """
 
-STATE_FORMAT = 10
+STATE_FORMAT = 11
 """The layout of the stateful operators' state, raised whenever one changes or a query may be
 given another strategy (2: the aggregate's group totals and the set operations' row counts
 in chunks; 3: a join key's rows inline or in fragments, :mod:`.join_rows`; 4: state keys
@@ -30,7 +30,8 @@ longer its rows; 7: comma joins, inner joins with residual conditions and ``FILT
 aggregates are maintained incrementally, where their checkpoints were recompute's,
 :mod:`dataflow_operator.core.sql_rewrites`; 8: top-Ns are, :mod:`.top_n`; 9: so are
 queries of maintained subqueries, :mod:`dataflow_operator.core.derived`; 10: so are
-session windows, :mod:`dataflow_operator.core.session`). A dataflow
+session windows, :mod:`dataflow_operator.core.session`; 11: an aggregate's TIMESTAMP and
+STRUCT group keys held as numbers, :mod:`.flat_keys`). A dataflow
 whose checkpoint another layout wrote starts over (it re-reads its input from its sources'
 ingested collections) instead of reading state it cannot: see
 :func:`~dataflow_operator.runtime.engine.install.state_fingerprint`.

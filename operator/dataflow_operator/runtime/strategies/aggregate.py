@@ -22,6 +22,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from dataflow_operator.runtime.strategies.chunked_state import ChunkedMap
 from dataflow_operator.runtime.strategies.held import HeldUpdates, complete_through
+from dataflow_operator.runtime.strategies.output_slices import slices
+from dataflow_operator.runtime.strategies.running_totals import RunningTotals, add_sums
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -158,23 +160,21 @@ class GroupTotals(StatefulProcessor):
         stored = self.totals.load(per_group)
         for pickled, per_time in per_group.items():
             group = pickle.loads(pickled)
-            totals: list[Any] = stored.get(pickled) or [
-                {} if kind != "sum" else 0 for kind in self.kinds
-            ]
+            running = RunningTotals(stored.get(pickled), self.kinds)
             for time in sorted(per_time):
-                after = self._combine(totals, per_time[time])
-                if totals[-1] != 0:
-                    out.append((*group, *self._values(totals), time, -1))
-                if after[-1] != 0:
-                    out.append((*group, *self._values(after), time, 1))
-                totals = after
-            if totals[-1] == 0:
+                before = running.emitted() if running.count != 0 else None
+                running.add(per_time[time])
+                if before is not None:
+                    out.append((*group, *before, time, -1))
+                if running.count != 0:
+                    out.append((*group, *running.emitted(), time, 1))
+            if running.count == 0:
                 self.totals.delete(pickled)
             else:
-                self.totals.set(pickled, totals)
+                self.totals.set(pickled, running.totals)
         self.totals.store()
-        if out:
-            yield pd.DataFrame(out, columns=range(len(out[0])))
+        for part in slices(out):
+            yield pd.DataFrame(part, columns=range(len(part[0])))
 
     def _amounts(self, row: tuple[Any, ...], isna: Callable[[Any], bool]) -> list[Any]:
         """One input row's contribution per total: its partial sums, and for a min/max
@@ -186,41 +186,18 @@ class GroupTotals(StatefulProcessor):
             for value, kind in zip(row, self.kinds, strict=True)
         ]
 
-    def _combine(self, totals: list[Any], amounts: list[Any]) -> list[Any]:
+    def _combine(self, amounts: list[Any], more: list[Any]) -> list[Any]:
+        """Two rows' amounts at one time as one."""
         combined: list[Any] = []
-        for total, amount, kind in zip(totals, amounts, self.kinds, strict=True):
+        for amount, added, kind in zip(amounts, more, self.kinds, strict=True):
             if kind == "sum":
-                combined.append(_add(total, amount))
+                combined.append(add_sums(amount, added))
                 continue
-            values = dict(total)
-            for value, count in amount.items():
+            values = dict(amount)
+            for value, count in added.items():
                 values[value] = values.get(value, 0) + count
-                if not values[value]:
-                    del values[value]
             combined.append(values)
         return combined
 
-    def _values(self, totals: list[Any]) -> list[Any]:
-        """The totals as emitted: sums as they are, a min/max column's current extreme."""
-        result: list[Any] = []
-        for total, kind in zip(totals, self.kinds, strict=True):
-            if kind == "sum":
-                result.append(total)
-            elif kind == "count_distinct":
-                result.append(sum(1 for count in total.values() if count > 0))
-            else:
-                present = [value for value, count in total.items() if count > 0]
-                pick = min if kind == "min" else max
-                result.append(pick(present) if present else None)
-        return result
-
     def close(self) -> None:
         """Nothing to release."""
-
-
-def _add(a: Any, b: Any) -> Any:
-    if a is None or (isinstance(a, float) and math.isnan(a)):
-        return b
-    if b is None or (isinstance(b, float) and math.isnan(b)):
-        return a
-    return a + b

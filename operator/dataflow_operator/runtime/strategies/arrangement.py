@@ -9,7 +9,7 @@ builds the query (sqlglot through the core, pyarrow). See :mod:`.join` for the d
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from dataflow_operator.runtime.strategies.join_rows import (
     merged,
     totals,
 )
+from dataflow_operator.runtime.strategies.output_slices import slices
 from dataflow_operator.runtime.strategies.packed_rows import unpacked
 from dataflow_operator.runtime.strategies.state_calls import get_values, remove_keys, update_values
 
@@ -114,8 +115,8 @@ class ArrangedJoin(StatefulProcessor):
             for time, updates in later.items():
                 self.pending.hold(time, updates)
             out = [update for update in out if update[2] <= watermark]
-        if out:
-            yield _frame(out)
+        for part in slices(out):
+            yield _frame(part)
 
     def handleExpiredTimer(  # noqa: N802 - Spark's name
         self,
@@ -125,8 +126,8 @@ class ArrangedJoin(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         """The watermark reached a held time: emit its joined updates."""
         held = self.pending.take(int(expiredTimerInfo.getExpiryTimeInMs()))
-        if held:
-            yield _frame(held)
+        for part in slices(held):
+            yield _frame(part)
 
     def handleInputRows(  # noqa: N802 - Spark's name
         self,
@@ -323,7 +324,7 @@ class ArrangedJoin(StatefulProcessor):
         """Nothing to release."""
 
 
-def _frame(out: list[Joined]) -> pd.DataFrame:
+def _frame(out: Sequence[Joined]) -> pd.DataFrame:
     """``out`` as the operator's output frame, built column by column (from the list of
     tuples, pandas infers each column's type value by value)."""
     import numpy as np  # here, not at the top: see the module docstring

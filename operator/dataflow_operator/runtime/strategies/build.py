@@ -48,6 +48,7 @@ from dataflow_operator.runtime.strategies.aggregate import GroupTotals
 from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET
 from dataflow_operator.runtime.strategies.distinct_values import distinct_text
+from dataflow_operator.runtime.strategies.flat_keys import FlatKeys
 from dataflow_operator.runtime.strategies.general import Recompute, inputs_changelog
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
@@ -155,14 +156,8 @@ def _aggregate(
         for name, kind in zip(aggregate.sums, kinds, strict=True)
     ]
     sums.append(partial.schema[COUNT])
-    output = T.StructType(
-        [
-            *keys,
-            *sums,
-            T.StructField(TIME, T.LongType()),
-            T.StructField(DIFF, T.LongType()),
-        ]
-    )
+    flat = FlatKeys.of(keys)  # keys cross the processor's pandas frames as numbers
+    totals = [*sums, T.StructField(TIME, T.LongType()), T.StructField(DIFF, T.LongType())]
     valued = [name for name, kind in zip(aggregate.sums, kinds, strict=True) if kind != "sum"]
     added = [name for name, kind in zip(aggregate.sums, kinds, strict=True) if kind == "sum"]
     grouped = (*aggregate.keys, TIME, *valued)
@@ -172,19 +167,24 @@ def _aggregate(
     ):
         per_row = per_row.mapInArrow(PartialSums(grouped, summed), per_row.schema)
     key_columns = [F.col(f"`{k}`") for k in aggregate.keys]
-    groups = per_row.withColumn(BUCKET, bucket_of(key_columns))
+    groups = per_row.select(  # by position: the keys first, as the partial sums have them
+        *flat.encoded(),
+        *[F.col(f"`{name}`") for name in per_row.columns[len(keys) :]],
+        bucket_of(key_columns).alias(BUCKET),
+    )
     groups = groups.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=GroupTotals(
-            len(keys),
+            len(flat.fields),
             len(aggregate.sums),
-            tuple(isinstance(k.dataType, T.IntegralType) for k in keys),
+            tuple(isinstance(f.dataType, T.IntegralType) for f in flat.fields),
             aggregate.kinds,
             in_time_order=in_time_order,
         ),
-        outputStructType=output,
+        outputStructType=T.StructType([*flat.fields, *totals]),
         outputMode="Append",
         timeMode="EventTime" if in_time_order else "None",
     )
+    groups = groups.select(*flat.decoded(), *[F.col(f"`{f.name}`") for f in totals])
     groups.createOrReplaceTempView(GROUPS)
     try:
         return spark.sql(aggregate.changelog_sql)
