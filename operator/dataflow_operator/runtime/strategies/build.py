@@ -156,7 +156,7 @@ def _aggregate(
         for name, kind in zip(aggregate.sums, kinds, strict=True)
     ]
     sums.append(partial.schema[COUNT])
-    flat = FlatKeys.of(keys)  # keys cross the processor's pandas frames as numbers
+    flat = FlatKeys(tuple(keys))  # keys cross the processor's pandas frames as numbers
     totals = [*sums, T.StructField(TIME, T.LongType()), T.StructField(DIFF, T.LongType())]
     valued = [name for name, kind in zip(aggregate.sums, kinds, strict=True) if kind != "sum"]
     added = [name for name, kind in zip(aggregate.sums, kinds, strict=True) if kind == "sum"]

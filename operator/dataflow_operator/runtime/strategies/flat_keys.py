@@ -12,7 +12,7 @@ are the same; :meth:`FlatKeys.decoded` rebuilds the keys from the processor's ou
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pyspark.sql import Column
@@ -30,11 +30,6 @@ class FlatKeys:
     """The key columns ``keys`` (name and type) and their flattened columns."""
 
     keys: tuple[T.StructField, ...]
-
-    @classmethod
-    def of(cls, keys: Sequence[T.StructField]) -> FlatKeys:
-        """The flattening of the key columns ``keys``."""
-        return cls(tuple(keys))
 
     @property
     def fields(self) -> list[T.StructField]:
