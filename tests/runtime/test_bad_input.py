@@ -10,14 +10,16 @@ from pyspark.sql import SparkSession
 from tests.runtime.runs import T, dataflow_manifest, run_replica, table_source, write_manifests
 
 from dataflow_operator.api.injection import EXIT_FAILED
+from dataflow_operator.runtime.errors import quiet_repeated_error_logs
 from dataflow_operator.runtime.inserts import insert_rows
 
 pytestmark = pytest.mark.spark
 
 
 def test_each_bad_dataflow_gets_one_line_and_the_good_one_runs(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    quiet_repeated_error_logs()  # what run and replica do at start
     events = tmp_path / "events"
     insert_rows(events, [{"n": 1}])
     orders = tmp_path / "orders"
@@ -50,6 +52,9 @@ def test_each_bad_dataflow_gets_one_line_and_the_good_one_runs(
     # the good dataflow ran; several Subscribes were given, so each line names its own
     assert result.lines == [["good", str(T), "1", "1"]]
     assert "Traceback" not in result.err
+    # nor in the logs: the bad value's error reached the query from its foreachBatch, and
+    # py4j's copy of it (a traceback logged before the query failed) is left out
+    assert not [r.getMessage() for r in caplog.records if r.exc_info or r.name.startswith("py4j")]
     lines = result.err.splitlines()
 
     def line_for(prefix: str) -> str:

@@ -15,7 +15,7 @@ from pyspark.sql.functions import udf
 from dataflow_operator.runtime.errors import (
     is_data_error,
     one_line,
-    quiet_query_context_logs,
+    quiet_repeated_error_logs,
     spark_chain,
     without_reserved_suggestions,
 )
@@ -148,7 +148,7 @@ def test_reserved_suggestions_are_dropped_and_an_empty_list_with_them() -> None:
 def test_a_failed_query_leaves_no_json_log_line_on_stderr(
     spark: SparkSession, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    quiet_query_context_logs()  # what run and replica do at start
+    quiet_repeated_error_logs()  # what run and replica do at start
     error = _failure(lambda: spark.sql("SELECT contnt FROM range(1)").collect())
     assert one_line(error).startswith("UNRESOLVED_COLUMN")
     assert "QueryContextLogger" not in capfd.readouterr().err

@@ -33,7 +33,7 @@ __all__ = [
     "PythonRaise",
     "is_data_error",
     "one_line",
-    "quiet_query_context_logs",
+    "quiet_repeated_error_logs",
     "spark_chain",
     "without_reserved_suggestions",
 ]
@@ -132,12 +132,29 @@ QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 """PySpark's loggers that print a failed query's error as a JSON line on stderr when the
 error is raised, before the caller has handled it."""
 
+PY4J_CALLBACK_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
+"""py4j's loggers that print the whole traceback of an exception raised in Python code the
+JVM called back (a query's ``foreachBatch``) before handing it to the JVM, which fails the
+query with it: the caller gets the same error again, from the query."""
+PY4J_CALLBACK_ERROR = "There was an exception while executing the Python Proxy"
+"""How py4j's log record of such an exception begins."""
 
-def quiet_query_context_logs() -> None:
-    """Silence :data:`QUERY_CONTEXT_LOGGERS`: a command reports each failure as its one
-    line (:func:`one_line`), so the raw JSON copy would only repeat it, unreadably."""
+
+def _not_a_callback_error(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(PY4J_CALLBACK_ERROR)
+
+
+def quiet_repeated_error_logs() -> None:
+    """Silence the logs that print an error before its caller has handled it
+    (:data:`QUERY_CONTEXT_LOGGERS`, and py4j's copy of a callback's exception:
+    :data:`PY4J_CALLBACK_LOGGERS`): a command reports each failure as its one line
+    (:func:`one_line`), so those copies would only repeat it, unreadably. Idempotent."""
     for name in QUERY_CONTEXT_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    for name in PY4J_CALLBACK_LOGGERS:
+        logger = logging.getLogger(name)
+        if _not_a_callback_error not in logger.filters:
+            logger.addFilter(_not_a_callback_error)
 
 
 _SUGGESTIONS = re.compile(

@@ -47,7 +47,7 @@ from dataflow_operator.runtime.cli.attempt_names import attempt_names
 from dataflow_operator.runtime.cli.progress import BatchProgress, starting_spark, watch_hydration
 from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.engine.attempt_state import prune_attempt_states
-from dataflow_operator.runtime.errors import quiet_query_context_logs
+from dataflow_operator.runtime.errors import quiet_repeated_error_logs
 from dataflow_operator.runtime.serve import ControlServer, parse_address, read_token
 from dataflow_operator.runtime.serve.starting import StartingService
 from dataflow_operator.runtime.storage import Location, StorageError, hadoop_conf
@@ -381,7 +381,7 @@ def _start_spark(master: str, start: Callable[[], SparkSession]) -> SparkSession
 def run(args: argparse.Namespace) -> int:
     """Resolve the configuration, serve, start Spark, and run until stopped or expired."""
     configure_logging()
-    quiet_query_context_logs()
+    quiet_repeated_error_logs()
     try:
         config = ReplicaConfig.resolve(args, os.environ)
     except ConfigError as error:

@@ -38,7 +38,7 @@ from dataflow_operator.runtime.cli.progress import (
 from dataflow_operator.runtime.cli.selection import Selection, select
 from dataflow_operator.runtime.cli.state_dir import state_dir_problem
 from dataflow_operator.runtime.clock import TickPlan, atomic_write_text
-from dataflow_operator.runtime.errors import quiet_query_context_logs
+from dataflow_operator.runtime.errors import quiet_repeated_error_logs
 from dataflow_operator.runtime.service import UnknownDataflow
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the replica in a Spark session of its own; see the module docstring."""
     configure_logging()
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    quiet_query_context_logs()
+    quiet_repeated_error_logs()
     from dataflow_operator.runtime.session import spark_session
 
     spark = None
