@@ -12,7 +12,10 @@ best of ``--repeat`` reads, default 3):
   reading does;
 - ``json table, timestamps``: a column Arrow does not parse from JSON (row by row);
 - ``csv table``: CSV (row by row);
-- ``parquet table``: Parquet.
+- ``parquet table``: Parquet;
+- ``json changelog, newest time``: what the driver reads of the same changelog file
+  before a batch (:func:`~dataflow_operator.runtime.sources.changelog_times.newest_time`:
+  the file's newest time, by Arrow), not what a task reads.
 
     .venv/bin/python bench/source_read.py [--rows N] [--repeat R]
 """
@@ -41,6 +44,7 @@ from pyspark.sql.types import (
 
 from dataflow_operator.runtime.changelog_store import DIFF, TIME
 from dataflow_operator.runtime.sources.batches import UpdateColumns
+from dataflow_operator.runtime.sources.changelog_times import newest_time
 from dataflow_operator.runtime.sources.item_updates import item_batches
 from dataflow_operator.runtime.sources.options import BATCH_TIME, HEARTBEAT, SourceOptions
 from dataflow_operator.runtime.sources.read_tasks import ReadItem
@@ -98,6 +102,18 @@ def _reading(
     return read
 
 
+def _newest(work: Path, file: Path, rows: int) -> Callable[[], int]:
+    options = SourceOptions(
+        {"kind": "changelog", "path": str(work), "log_dir": str(work / "logs"), "format": "json"}
+    )
+
+    def read() -> int:
+        assert newest_time(Location.of(file), options) == 100 + rows - 1
+        return rows
+
+    return read
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
@@ -105,8 +121,12 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)
-        for case, (kind, file_format, file, data) in _files(work, args.rows).items():
-            read = _reading(work, kind, file_format, file, data)
+        readings = {
+            case: _reading(work, kind, file_format, file, data)
+            for case, (kind, file_format, file, data) in _files(work, args.rows).items()
+        }
+        readings["json changelog, newest time"] = _newest(work, work / "changelog.json", args.rows)
+        for case, read in readings.items():
             seconds = []
             for _ in range(args.repeat):
                 started = time.perf_counter()

@@ -25,6 +25,11 @@ def _json(tmp_path: Path, name: str, rows: list[object]) -> Location:
         ([{"time": 2**40, "diff": 1}], 2**40),
         ([{"time": "5", "diff": 1}], None),  # a string: the row-by-row reading decides
         ([{"time": 5.5, "diff": 1}], None),
+        ([{"time": 5.0, "diff": 1}], None),
+        ([{"time": 2**63, "diff": 1}], None),  # past int64
+        ([{"time": True, "diff": 1}], None),
+        # the other fields are not the time's business, whatever their shapes
+        ([{"time": 3, "diff": "x", "v": [1, {"a": None}]}, {"time": 4, "v": "s"}], 4),
         ([{"time": 5, "diff": 1}, {"time": None, "diff": 1}], None),
         ([{"time": 5, "diff": 1}, {"diff": 1}], None),  # missing in a row
         ([{"diff": 1}], None),  # missing everywhere
@@ -43,6 +48,9 @@ def test_many_blocks_and_other_layouts(tmp_path: Path) -> None:
     array = tmp_path / "array.json"
     array.write_text(json.dumps([{"time": 5, "diff": 1}]))
     assert newest_integer(Location.of(array), "json", "time") is None  # read row by row
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"time": 9, "diff": 1, "time": 2}\n')  # Python's json keeps the last
+    assert newest_integer(Location.of(twice), "json", "time") is None
     csv = tmp_path / "a.csv"
     csv.write_text("time,diff\n5,1\n")
     assert newest_integer(Location.of(csv), "csv", "time") is None

@@ -97,13 +97,19 @@ class JsonLines(FileFormat):
         return functools.partial(_blocks, parse=parse, layout=layout)
 
     def newest_integer(self, file: Location, column: str) -> int | None:
-        """By Arrow's streaming reader, each field's type inferred from the first block."""
-        return newest_integer(_streamed(file), column)
+        """By Arrow's streaming reader, ``column`` alone parsed, as ``int64`` (the other
+        fields are skipped, whatever they hold): a value that is not an ``int64`` there (a
+        string, a fraction, a number past its range, the key twice in an object) fails
+        the reading, and the row-by-row reading decides."""
+        only = pa_json.ParseOptions(
+            explicit_schema=pa.schema([(column, pa.int64())]), unexpected_field_behavior="ignore"
+        )
+        return newest_integer(_streamed(file, only), column)
 
 
-def _streamed(file: Location) -> Iterator[pa.RecordBatch]:
+def _streamed(file: Location, parse: pa_json.ParseOptions) -> Iterator[pa.RecordBatch]:
     with file.open_stream() as stream:
-        yield from pa_json.open_json(stream)
+        yield from pa_json.open_json(stream, parse_options=parse)
 
 
 def _blocks(
