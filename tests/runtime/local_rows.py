@@ -15,7 +15,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["local_frame"]
+__all__ = ["local_frame", "schema_columns"]
 
 
 def _literal(value: Any) -> str:
@@ -37,9 +37,15 @@ def _literal(value: Any) -> str:
     raise TypeError(f"no SQL literal for a {type(value).__name__}: {value!r}")
 
 
+def schema_columns(schema: str) -> list[tuple[str, str]]:
+    """A schema of the tests' form (``"k INT, s STRING"``: no nested commas) as its
+    columns' names and types, in order."""
+    return [(name, kind) for name, kind in (column.split() for column in schema.split(", "))]
+
+
 def local_frame(spark: SparkSession, schema: str, rows: Sequence[Sequence[Any]]) -> DataFrame:
     """``rows`` as a table of ``schema`` (``"k INT, s STRING"``) held by the driver."""
-    columns = [column.split() for column in schema.split(", ")]
+    columns = schema_columns(schema)
     typed = ", ".join(f"CAST(c{i} AS {kind}) AS {name}" for i, (name, kind) in enumerate(columns))
     if not rows:
         nulls = ", ".join(f"NULL AS c{i}" for i in range(len(columns)))

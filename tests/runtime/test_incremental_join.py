@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
-from tests.runtime.local_rows import local_frame
+from tests.runtime.local_rows import local_frame, schema_columns
 from tests.runtime.runs import T
 from tests.wide import examples, seeds
 
@@ -184,7 +184,7 @@ def oracle(
             if update["time"] <= time:
                 data = {c: v for c, v in update.items() if c not in ("time", "diff")}
                 counts[json.dumps(data, sort_keys=True)] += update["diff"]
-        columns = [c.split()[0] for c in SCHEMAS[name].split(", ")]
+        columns = [column for column, _ in schema_columns(SCHEMAS[name])]
         rows = [
             tuple(json.loads(r)[c] for c in columns) for r, n in counts.items() for _ in range(n)
         ]
