@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 EXAMPLES ?= examples/last-30-days.yaml
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install test test-fast test-wide pytest pytest-fast lint lint-beside format crds crds-check run chart kustomize argocd e2e clean
+.PHONY: install test test-fast test-wide pytest lint format crds crds-check run chart kustomize argocd e2e clean
 
 install: $(STAMP)
 
@@ -29,10 +29,7 @@ test: lint pytest
 ## test-fast: the inner loop — every test but those marked slow, with the static checks
 ## beside them at a lower priority: the spark lane is what the inner loop waits for.
 test-fast: $(STAMP)
-	$(MAKE) --no-print-directory -j 2 lint-beside pytest-fast
-
-lint-beside: $(STAMP)
-	nice -n 10 $(MAKE) --no-print-directory lint
+	$(BIN)/python tools/test_lanes.py --fast --beside "$(MAKE) --no-print-directory lint"
 
 ## test-wide: the whole suite with the fuzz and soak cases run wide (more seeds, examples, kills).
 test-wide: lint
@@ -40,9 +37,6 @@ test-wide: lint
 
 pytest: $(STAMP)
 	$(BIN)/python tools/test_lanes.py
-
-pytest-fast: $(STAMP)
-	$(BIN)/python tools/test_lanes.py --fast
 
 ## lint: ruff, mypy and the import-linter layer contracts.
 lint: $(STAMP)

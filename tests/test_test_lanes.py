@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -84,12 +85,31 @@ def test_the_whole_suite_runs_the_other_lane_then_the_spark_lane(tmp_path: Path)
     assert float(recorded["spark"][0]) >= float(recorded["other"][1]), recorded  # one at a time
 
 
+def _beside(record: Path, status: int = 0) -> str:
+    """A ``--beside`` command that records itself as the lanes' tests do, then exits
+    with ``status``."""
+    code = (
+        f"import os, sys, time; open({str(record)!r}, 'a').write("
+        f"f'beside {{time.time()}} {{time.time()}} {{os.nice(0)}}\\n'); sys.exit({status})"
+    )
+    return f"{sys.executable} -c {shlex.quote(code)}"
+
+
 @pytest.mark.slow
 def test_side_by_side_the_other_lane_runs_at_a_lower_priority(tmp_path: Path) -> None:
     record = _recording_tests(tmp_path)
-    run = _run_lanes(tmp_path, "--fast")
+    run = _run_lanes(tmp_path, "--fast", "--beside", _beside(record))
     assert run.returncode == 0, run.stdout + run.stderr
     recorded = _recorded(record)
     base = os.nice(0)
     niceness = {lane: int(values[2]) for lane, values in recorded.items()}
-    assert niceness == {"other": base + 10, "spark": base}, recorded
+    assert niceness == {"beside": base + 10, "other": base + 10, "spark": base}, recorded
+
+
+@pytest.mark.slow
+def test_a_failing_beside_command_fails_the_run(tmp_path: Path) -> None:
+    record = _recording_tests(tmp_path)
+    run = _run_lanes(tmp_path, "--fast", "--beside", _beside(record, status=3))
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "lane beside: exit 3, no summary" in run.stdout.splitlines(), run.stdout
+    assert "tests: 2 passed, 0 failed, 0 skipped" in run.stdout.splitlines(), run.stdout

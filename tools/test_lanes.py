@@ -14,7 +14,9 @@ The whole suite runs the lanes one after the other, the other lane first (its fa
 show within minutes): on two cores the spark lane alone keeps both busy, and side by
 side the two lanes took longer than one after the other (docs/architecture.md, "Tests").
 ``--fast`` runs them side by side, the other lane at a lower priority (:data:`NICENESS`):
-its Spark tests are short, and the spark lane is what the run waits for.
+its Spark tests are short, and the spark lane is what the run waits for. ``--beside CMD``
+runs a command beside them at that priority too, as one more lane named ``beside``
+(``make test-fast`` runs ``make lint`` so).
 
 Each lane's lines are printed as they come, prefixed with the lane's name; at the end each
 lane's slowest test modules (from its JUnit report: where the time goes) and its failed
@@ -22,7 +24,8 @@ tests are named again (a log's tail shows them), and the last line sums both lan
 (``tests: N passed, N failed, N skipped``). The exit status is the first
 failing lane's, 0 when both pass (a lane that selects no test passes).
 
-Usage: ``python tools/test_lanes.py [--fast] [--workers N] [PYTEST ARGS...]``; ``--fast``
+Usage: ``python tools/test_lanes.py [--fast] [--beside CMD] [--workers N] [PYTEST ARGS...]``;
+``--fast``
 leaves out the tests marked ``slow`` (the inner loop); ``DATAFLOW_TEST_WIDE=1`` runs the
 fuzz and soak cases wide (more seeds and examples; see docs/architecture.md).
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -56,17 +60,18 @@ once, so one worker got a module's long operator tests one after another while t
 others had finished (``tests/conftest.py`` puts the slow tests first). Four workers on two
 cores: most of the lane's time is its operator tests waiting on their operators."""
 NICENESS = "10"
-"""How much lower a lane that yields runs side by side. The fast tier's spark lane (one
-Spark session, its tests one at a time) is what the run waits for; at equal priority the
-other lane's four workers and lint, started with it, took the cores it needed to start
-Spark (docs/architecture.md, "Tests")."""
+"""How much lower a lane that yields (and the ``--beside`` command) runs side by side.
+The fast tier's spark lane (one Spark session, its tests one at a time) is what the run
+waits for; at equal priority the other lane's four workers and lint, started with it,
+took the cores it needed to start Spark (docs/architecture.md, "Tests")."""
 SLOWEST_MODULES = 5
 """Test modules named per lane at the end, the slowest first."""
 
 
 @dataclass
 class Lane:
-    """One pytest process: its name, its marker expression and its extra options."""
+    """One pytest process: its name, its marker expression and its extra options; or,
+    with ``given``, a command of its own (``--beside``), which always yields."""
 
     name: str
     markers: str
@@ -74,11 +79,14 @@ class Lane:
     yields: bool = False
     """Side by side (``--fast``), it runs at a lower priority (``nice``), in the cores the
     other lane leaves: the run waits for the other lane, not for this one."""
+    given: list[str] | None = None
     counts: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     status: int | None = None
 
     def command(self, fast: bool, extra: list[str], report: Path) -> list[str]:
+        if self.given is not None:
+            return ["nice", "-n", NICENESS, *self.given]
         markers = f"({self.markers}) and not slow" if fast else self.markers
         options = [*self.options, f"--junitxml={report}"]
         pytest = [sys.executable, "-m", "pytest", "-m", markers, *options, *extra]
@@ -145,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", default="4", help="pytest-xdist workers of the other lane (default 4)"
     )
+    parser.add_argument(
+        "--beside",
+        metavar="CMD",
+        help="a command run beside the lanes at the lower priority, as a lane named "
+        "'beside' (side by side with --fast, else first)",
+    )
     args, extra = parser.parse_known_args(argv)
     lanes = [
         Lane(
@@ -155,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
         Lane("spark", "spark or spark_session or envtest", ["-n", "0"]),
     ]
+    if args.beside:
+        beside = shlex.split(args.beside)
+        lanes.insert(0, Lane("beside", "", [], given=beside))
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="test-lanes-") as reports:
         threads = [
