@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -152,3 +153,29 @@ def test_a_failed_query_leaves_no_json_log_line_on_stderr(
     error = _failure(lambda: spark.sql("SELECT contnt FROM range(1)").collect())
     assert one_line(error).startswith("UNRESOLVED_COLUMN")
     assert "QueryContextLogger" not in capfd.readouterr().err
+
+
+def test_py4j_leaves_out_only_the_data_errors_spark_relayed_to_a_callback(
+    spark: SparkSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    @udf("int")
+    def reject(n: int) -> int:
+        raise BadValue(f"row {n}: refused")
+
+    @udf("int")
+    def crash(n: int) -> int:
+        raise RuntimeError(f"row {n}: lost")
+
+    # what a sink's collect raises in its foreachBatch callback when a worker fails
+    relayed_data = _failure(lambda: spark.range(1).select(reject("id")).collect())
+    relayed_crash = _failure(lambda: spark.range(1).select(crash("id")).collect())
+    own_bug = ValueError("raised by the callback's own code")
+    quiet_repeated_error_logs()  # what run and replica do at start
+    py4j = logging.getLogger("py4j.clientserver")
+    for error in (relayed_data, relayed_crash, own_bug):
+        try:
+            raise error
+        except Exception:
+            py4j.exception("There was an exception while executing the Python Proxy")
+    reported = [r.exc_info[1] for r in caplog.records if r.exc_info]
+    assert reported == [relayed_crash, own_bug]

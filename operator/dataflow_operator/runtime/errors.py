@@ -135,26 +135,32 @@ error is raised, before the caller has handled it."""
 PY4J_CALLBACK_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")
 """py4j's loggers that print the whole traceback of an exception raised in Python code the
 JVM called back (a query's ``foreachBatch``) before handing it to the JVM, which fails the
-query with it: the caller gets the same error again, from the query."""
-PY4J_CALLBACK_ERROR = "There was an exception while executing the Python Proxy"
-"""How py4j's log record of such an exception begins."""
+query with it."""
 
 
-def _not_a_callback_error(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith(PY4J_CALLBACK_ERROR)
+class _QuietForRelayedDataErrors(logging.Filter):
+    """Drops py4j's report of a callback that failed on a data error Spark relayed to it
+    (a bad value a worker read while the sink collected the batch): the query fails with
+    that error, and the command reports it as its one line. An exception the callback
+    raised itself (a bug in the sink) is still reported, traceback and all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, PySparkException) and is_data_error(error))
+
+
+_RELAYED_DATA_ERRORS = _QuietForRelayedDataErrors()
 
 
 def quiet_repeated_error_logs() -> None:
-    """Silence the logs that print an error before its caller has handled it
-    (:data:`QUERY_CONTEXT_LOGGERS`, and py4j's copy of a callback's exception:
+    """Silence the logs that print a data error before its caller has handled it
+    (:data:`QUERY_CONTEXT_LOGGERS`, and py4j's copy of a relayed one:
     :data:`PY4J_CALLBACK_LOGGERS`): a command reports each failure as its one line
     (:func:`one_line`), so those copies would only repeat it, unreadably. Idempotent."""
     for name in QUERY_CONTEXT_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     for name in PY4J_CALLBACK_LOGGERS:
-        logger = logging.getLogger(name)
-        if _not_a_callback_error not in logger.filters:
-            logger.addFilter(_not_a_callback_error)
+        logging.getLogger(name).addFilter(_RELAYED_DATA_ERRORS)  # added once however often
 
 
 _SUGGESTIONS = re.compile(
