@@ -65,6 +65,12 @@ JOINS = {
     "comma": "SELECT l.v, r.w, l.k FROM l, r WHERE l.k = r.k AND l.s = r.s AND v > 1",
     # an inner join's residual condition: a filter of the matched pairs
     "residual": "SELECT l.v, r.w, l.s FROM l JOIN r ON l.k = r.k AND (l.s IS NULL OR l.s <> r.s)",
+    # comparisons the join tests its matched pairs with before emitting them
+    # (runtime.strategies.pair_filter): numbers, strings, a range, a literal
+    "range": (
+        "SELECT l.v, r.w, r.k FROM l JOIN r ON l.k = r.k AND l.v >= r.k "
+        "WHERE r.s <= l.s AND l.v BETWEEN 1 AND 8 AND r.w <> 'c'"
+    ),
     "comma_filtered": (
         "SELECT r.w, count(*) FILTER (WHERE l.v > 2) AS big, sum(l.v) AS total, "
         "max(l.v) FILTER (WHERE l.s = 'x') AS top_x FROM l, r WHERE r.k = l.k GROUP BY r.w"
@@ -72,6 +78,11 @@ JOINS = {
 }
 
 CHAINS = {
+    # the last join tests its pairs with comparisons across all three inputs
+    "chain_range": (
+        "SELECT l.v, r.w, l2.v AS v2 FROM l JOIN r ON l.k = r.k "
+        "JOIN l AS l2 ON l2.k = r.k WHERE l2.v >= l.v AND r.s <= l2.s"
+    ),
     # Three inputs (a source read twice): a chain of two-input joins, each later ON
     # comparing the inputs joined so far with the next one.
     "chain": (

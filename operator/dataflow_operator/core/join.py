@@ -37,6 +37,7 @@ from typing import Literal
 
 from sqlglot import exp
 
+from dataflow_operator.core.residual import Comparison, residual_comparisons
 from dataflow_operator.core.sql_shape import (
     DIFF,
     NOT_AGGREGATE_ARGS,
@@ -114,11 +115,15 @@ class JoinPlan:
       ``__diff``; with it, it is the query's aggregation (GROUP BY, HAVING) over the
       joined rows as a query over consolidated inputs, to be planned in turn. Names are
       as written or Spark's: rename positionally to the snapshot schema.
+    - ``residual``: the comparisons of the query's WHERE over the joined rows
+      (:mod:`dataflow_operator.core.residual`), columns as (input, column index): the
+      last join may drop the pairs they surely reject before it emits them.
     """
 
     steps: tuple[JoinStep, ...]
     output_sql: str
     aggregate: bool = False
+    residual: tuple[Comparison, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +155,11 @@ class JoinShape:
             output = resolver.aggregation() if self.aggregate else resolver.output()
         except _Unresolved:
             return None
-        return JoinPlan(steps=steps, output_sql=output, aggregate=self.aggregate)
+        where = self.query.args.get("where")
+        residual = residual_comparisons(
+            where.this if isinstance(where, exp.Where) else None, resolver.locate
+        )
+        return JoinPlan(steps=steps, output_sql=output, aggregate=self.aggregate, residual=residual)
 
 
 def join_shape(select: exp.Query, ctes: frozenset[str] = frozenset()) -> JoinShape | None:

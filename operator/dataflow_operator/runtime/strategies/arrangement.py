@@ -38,6 +38,7 @@ from dataflow_operator.runtime.strategies.join_rows import (
 )
 from dataflow_operator.runtime.strategies.output_slices import slices
 from dataflow_operator.runtime.strategies.packed_rows import unpacked
+from dataflow_operator.runtime.strategies.pair_filter import PairFilter
 from dataflow_operator.runtime.strategies.state_calls import get_values, remove_keys, update_values
 
 if TYPE_CHECKING:
@@ -84,6 +85,9 @@ class ArrangedJoin(StatefulProcessor):
     passes them, a pair joins at the later of its two times, and an outer join's
     null-extended rows are recomputed per key at each time from the first one a batch
     changes (only the times not yet complete: those above the watermark).
+
+    With ``pairs``, a matched pair it surely rejects is not emitted (the query's WHERE,
+    applied after the join, would drop it); null-extended rows are all emitted.
     """
 
     def __init__(
@@ -91,11 +95,13 @@ class ArrangedJoin(StatefulProcessor):
         preserves: tuple[bool, bool],
         *,
         in_time_order: bool = False,
+        pairs: PairFilter | None = None,
         inline_rows: int = INLINE_ROWS,
         fragment_limit: int = FRAGMENT_LIMIT,
     ) -> None:
         self.preserves = preserves
         self.in_time_order = in_time_order
+        self.pairs = pairs
         self.inline_rows = inline_rows
         self.fragment_limit = fragment_limit
 
@@ -304,10 +310,12 @@ class ArrangedJoin(StatefulProcessor):
                 | {t for h in sides for row in h.values() for t in row if t >= first}
             )
             before = {side: _extended_at(sides, side, times) for side in outer}
+        keeps = self.pairs.keeps if self.pairs is not None else None
         for side, row, time, diff in updates:
             for other, history in sides[1 - side].items():
                 pair = (row, other) if side == 0 else (other, row)
-                out += [(*pair, max(time, at), diff * d) for at, d in history.items()]
+                if keeps is None or keeps(*pair):
+                    out += [(*pair, max(time, at), diff * d) for at, d in history.items()]
             add_row(sides[side], row, time, diff)
         for side in outer:
             after = _extended_at(sides, side, times)

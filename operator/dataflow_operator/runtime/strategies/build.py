@@ -53,6 +53,7 @@ from dataflow_operator.runtime.strategies.general import Recompute, inputs_chang
 from dataflow_operator.runtime.strategies.join import joined_changelog
 from dataflow_operator.runtime.strategies.multiset import multiset_changelog
 from dataflow_operator.runtime.strategies.partial_sums import PartialSums, sums_exactly
+from dataflow_operator.runtime.strategies.residual_filter import pair_filter_of
 from dataflow_operator.runtime.strategies.sessions import session_changelog, unsessioned_type
 from dataflow_operator.runtime.strategies.temporal_filter import apply_bounds
 from dataflow_operator.runtime.strategies.top_n import top_n_changelog, unordered_type
@@ -227,19 +228,29 @@ def _join(spark: SparkSession, plan: QueryPlan, until: int | None) -> DataFrame 
     # batch to the next. The next join takes them as they come; what reads the last
     # one's needs them in time order: the aggregate's totals hold its partial sums until
     # the watermark reaches their times, or (no GROUP BY) the join holds its rows.
+    # The last join tests its pairs with the WHERE's comparisons it can (the WHERE filters
+    # its rows after it).
     joined = sides[0]
     for number, step in enumerate(resolved.steps, start=1):
         names = (
             [joined_column(s, i) for s in range(number) for i in range(len(columns[s]))],
             [joined_column(number, i) for i in range(len(columns[number]))],
         )
+        last = number == len(resolved.steps)
         chained = joined_changelog(
             step,
             joined,
             sides[number],
             names=names,
             until=until,
-            in_time_order=aggregation is None and number == len(resolved.steps),
+            in_time_order=aggregation is None and last,
+            pairs=(
+                pair_filter_of(
+                    resolved.residual, (joined.schema, sides[number].schema), map(len, columns)
+                )
+                if last
+                else None
+            ),
         )
         if chained is None:
             return None

@@ -44,6 +44,7 @@ from dataflow_operator.runtime.strategies.arrangement import (
 from dataflow_operator.runtime.strategies.buckets import bucket_of
 from dataflow_operator.runtime.strategies.columns import BUCKET, KEY, ROW, SIDE
 from dataflow_operator.runtime.strategies.packed_rows import PACKED_SCHEMA, pack
+from dataflow_operator.runtime.strategies.pair_filter import PairFilter
 
 __all__ = ["joined_changelog"]
 
@@ -96,6 +97,7 @@ def joined_changelog(
     names: tuple[Sequence[str], Sequence[str]],
     until: int | None,
     in_time_order: bool = False,
+    pairs: PairFilter | None = None,
 ) -> DataFrame | None:
     """The changelog of joined rows, or ``None`` if the keys' types cannot be matched.
 
@@ -109,6 +111,9 @@ def joined_changelog(
     frontier) reaches its time, so that no batch carries an update at a time before one
     already emitted: what a downstream operator that applies updates in time order
     (the aggregate's totals) needs. Without it updates come as soon as they are known.
+
+    ``pairs``: the matched pairs to emit (:mod:`.pair_filter`, over the rows as JSON
+    named as ``left`` and ``right`` name their columns); by default every one.
     """
     tagged = [_tagged(0, left, step.keys[0]), _tagged(1, right, step.keys[1])]
     count = len(step.keys[0])
@@ -143,7 +148,7 @@ def joined_changelog(
     )
     packed = arranged.mapInArrow(pack, PACKED_SCHEMA)
     joined = packed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=ArrangedJoin(step.preserves, in_time_order=in_time_order),
+        statefulProcessor=ArrangedJoin(step.preserves, in_time_order=in_time_order, pairs=pairs),
         outputStructType=output,
         outputMode="Append",
         timeMode="EventTime",
