@@ -151,20 +151,21 @@ def _timestamp(value: Any) -> datetime:
     text = _string(value)
     if not text.endswith("Z"):
         raise _Undecided  # an offset Spark writes to the minute: a zone's may have seconds
+    return _point_in_time(text)
+
+
+def _timestamp_ntz(value: Any) -> datetime:
+    parsed = _point_in_time(_string(value))
+    if parsed.tzinfo is not None:
+        raise _Undecided
+    return parsed
+
+
+def _point_in_time(text: str) -> datetime:
     try:
         return datetime.fromisoformat(text)
     except ValueError:
         raise _Undecided from None
-
-
-def _timestamp_ntz(value: Any) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(_string(value))
-    except ValueError:
-        raise _Undecided from None
-    if parsed.tzinfo is not None:
-        raise _Undecided
-    return parsed
 
 
 def _date(value: Any) -> date:
