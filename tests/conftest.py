@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+import structlog
 from hypothesis import settings
 
 from tests.jvm import TEST_SPARK_CONF
@@ -37,6 +38,19 @@ settings.register_profile("dataflow", deadline=None)
 settings.load_profile("dataflow")
 """Hypothesis checks what examples give, not how fast: on a busy 2-core machine a
 deadline fails a correct example."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """structlog's defaults (what in-process code logs with here: tests read its lines on
+    stdout), but a logged exception rendered as the console scripts render it: the
+    default renders each frame's local variables, which took seconds on a busy machine
+    inside the in-process control servers' event loops."""
+    *processors, _renderer = structlog.get_config()["processors"]
+    plain = structlog.dev.ConsoleRenderer(
+        colors=False, exception_formatter=structlog.dev.plain_traceback
+    )
+    structlog.configure(processors=[*processors, plain])
+
 
 TEST_MASTER = os.environ.get("DATAFLOW_TEST_SPARK_MASTER", "local[2]")
 CLUSTER_MASTER = "local-cluster[2,1,1024]"

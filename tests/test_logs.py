@@ -19,11 +19,12 @@ def restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     py4j_level = logging.getLogger("py4j").level
+    config = structlog.get_config()
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
     logging.getLogger("py4j").setLevel(py4j_level)
-    structlog.reset_defaults()
+    structlog.configure(**config)
 
 
 def test_json_lines_carry_bound_context(capsys: pytest.CaptureFixture[str]) -> None:
@@ -92,3 +93,22 @@ def test_the_log_format_follows_the_same_choice(
     get_logger("t").info("replica starting", replica="r1")
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert "replica starting" in line and "replica=r1" in line and not line.startswith("{")
+
+
+def _fail_holding_a_secret() -> None:
+    token = "s3cr3t-bearer-token"  # noqa: F841 (a local a traceback with locals would show)
+    raise PermissionError("denied")
+
+
+@pytest.mark.parametrize("json_lines", [True, False])
+def test_a_logged_exception_shows_its_frames_but_not_their_local_variables(
+    capsys: pytest.CaptureFixture[str], json_lines: bool
+) -> None:
+    configure_logging(json=json_lines, level="INFO")
+    try:
+        _fail_holding_a_secret()
+    except PermissionError:
+        get_logger("t").exception("request failed")
+    err = capsys.readouterr().err
+    assert "_fail_holding_a_secret" in err and "denied" in err
+    assert "s3cr3t-bearer-token" not in err

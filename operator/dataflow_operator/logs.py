@@ -44,10 +44,21 @@ def configure_logging(*, json: bool | None = None, level: str | None = None) -> 
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     # JSON keeps an exception as a structured ``exception`` field; the console renders it.
+    # Neither shows a frame's local variables: they may hold a token or a password, and
+    # rendering them took about a second per logged exception (on the event loop's thread).
     rendering: list[Any] = (
-        [structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()]
+        [
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            ),
+            structlog.processors.JSONRenderer(),
+        ]
         if json
-        else [structlog.dev.ConsoleRenderer(colors=False)]
+        else [
+            structlog.dev.ConsoleRenderer(
+                colors=False, exception_formatter=structlog.dev.plain_traceback
+            )
+        ]
     )
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
