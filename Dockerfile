@@ -36,6 +36,11 @@ ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
     DATAFLOW_STATE_DIR=/opt/dataflow/state
 USER 185
 WORKDIR /opt/dataflow
+# Spark's classes archived at build time, as the user and in the folder drivers run as
+# and in (an archive holds its class path: the shadow Spark home this user's cache holds):
+# every driver JVM maps it instead of loading them (docs/cli.md, `class-archive`).
+ENV DATAFLOW_CLASS_ARCHIVE=/opt/dataflow/spark-classes.jsa
+RUN dataflow-operator class-archive 2>/dev/null
 # Every role runs through this entry point: the operator (CMD below), replica drivers
 # (their pod's command: `dataflow-operator replica`) and executors, which Spark creates
 # with no command and `args: [executor]`: `dataflow-operator executor` execs the

@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml
 	@# only left to be compiled when imported, as pip leaves it
 	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib || true
 	$(BIN)/python tools/install_k8s_tools.py $(BIN) >/dev/null
+	@# Spark's classes archived once, so that every later driver JVM starts faster
+	@# (docs/cli.md); a failure leaves drivers starting as they would without it
+	$(BIN)/dataflow-operator class-archive 2>/dev/null || echo "class-archive failed: drivers start without it"
 	touch $(STAMP)
 
 ## test: everything CI runs — static checks, then the whole test suite in two lanes, one

@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("dataflow_operator.runtime.cli.explain", "print dataflow plans (--node-ids)"),
     "run": ("dataflow_operator.runtime.cli.run", "run a local replica over manifests"),
     "insert": ("dataflow_operator.runtime.cli.insert", "append rows to a table, atomically"),
+    "class-archive": (
+        "dataflow_operator.runtime.cli.class_archive",
+        "write the class archive that starts Spark's driver faster",
+    ),
     "replica": ("dataflow_operator.runtime.cli.replica", "driver pod: engine + control API"),
     "executor": ("dataflow_operator.executor_command", "executor pod: Spark's executor JVM"),
     "subscribe": ("dataflow_operator.client.subscribe_command", "stream a dataflow's changelog"),

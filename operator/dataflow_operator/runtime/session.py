@@ -9,6 +9,7 @@ The one place that starts Spark, so the one place that decides:
   so Spark's start-up banner never prints;
 - the ``SPARK_HOME`` the driver JVM starts with (:mod:`.spark_home`), so that Python
   workers import the installed pyspark rather than compile ``pyspark.zip``;
+- the driver JVM's class archive (:mod:`.class_archive`), when there is one;
 - the driver JVM's stderr: read through :mod:`dataflow_operator.runtime.jvm_output`,
   which drops the lines no option silences (the JVM's incubator-module warning, the
   Python workers' start-up chatter) and forwards the rest.
@@ -27,10 +28,18 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from dataflow_operator.runtime.class_archive import archive_options, archive_path
 from dataflow_operator.runtime.jvm_output import forward_stderr
 from dataflow_operator.runtime.spark_home import driver_spark_home
 
-__all__ = ["LOCAL_DEFAULTS", "LOG4J2_CONFIG", "driver_java_options", "spark_session"]
+__all__ = [
+    "LOCAL_DEFAULTS",
+    "LOG4J2_CONFIG",
+    "driver_java_options",
+    "spark_session",
+    "stop_driver_jvm",
+    "with_class_archive",
+]
 
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
@@ -64,6 +73,7 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _LOG4J2_PROPERTY = "-Dlog4j2.configurationFile="
+_ARCHIVE_FLAGS = ("-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit=")
 _PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
 _SPARK_HOME = "SPARK_HOME"
 _STDERR = 2  # the descriptor the JVM would have inherited, whatever sys.stderr is now
@@ -77,9 +87,18 @@ def driver_java_options(given: str | None) -> str:
     return f"{options} {_LOG4J2_PROPERTY}{LOG4J2_CONFIG.as_uri()}".strip()
 
 
+def with_class_archive(options: str, env: Mapping[str, str] | None = None) -> str:
+    """``options`` and the options that map the class archive (:mod:`.class_archive`)
+    when there is one, unless ``options`` name an archive themselves."""
+    if any(flag in options for flag in _ARCHIVE_FLAGS):
+        return options
+    return f"{options} {archive_options(archive_path(env))}".strip()
+
+
 def _settings(master: str, app_name: str, conf: Mapping[str, str] | None) -> dict[str, str]:
     settings = {**LOCAL_DEFAULTS, **dict(conf or {})}
-    settings[_JAVA_OPTIONS] = driver_java_options(settings.get(_JAVA_OPTIONS))
+    options = driver_java_options(settings.get(_JAVA_OPTIONS))
+    settings[_JAVA_OPTIONS] = with_class_archive(options)
     return {"spark.master": master, "spark.app.name": app_name, **settings}
 
 
@@ -136,3 +155,24 @@ def spark_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def stop_driver_jvm(session: SparkSession, timeout: float = 120.0) -> int | None:
+    """Stop ``session`` and its driver JVM, and wait for the JVM to exit (it writes a
+    class archive it was asked for then); its exit code, ``None`` when it was not this
+    process's to stop or did not exit within ``timeout`` seconds."""
+    session.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return None
+    gateway.shutdown()
+    if process.stdin is not None:
+        process.stdin.close()  # the JVM's gateway exits when its stdin closes
+    try:
+        code: int = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    return code
