@@ -40,7 +40,7 @@ WORKDIR /opt/dataflow
 # and in (an archive holds its class path: the shadow Spark home this user's cache holds):
 # every driver JVM maps it instead of loading them (docs/cli.md, `class-archive`).
 ENV DATAFLOW_CLASS_ARCHIVE=/opt/dataflow/spark-classes.jsa
-RUN dataflow-operator class-archive 2>/dev/null
+RUN DATAFLOW_LOG_LEVEL=WARNING dataflow-operator class-archive
 # Every role runs through this entry point: the operator (CMD below), replica drivers
 # (their pod's command: `dataflow-operator replica`) and executors, which Spark creates
 # with no command and `args: [executor]`: `dataflow-operator executor` execs the

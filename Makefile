@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python tools/install_k8s_tools.py $(BIN) >/dev/null
 	@# Spark's classes archived once, so that every later driver JVM starts faster
 	@# (docs/cli.md); a failure leaves drivers starting as they would without it
-	$(BIN)/dataflow-operator class-archive 2>/dev/null || echo "class-archive failed: drivers start without it"
+	DATAFLOW_LOG_LEVEL=WARNING $(BIN)/dataflow-operator class-archive \
+	  || echo "class-archive failed: drivers start without it"
 	touch $(STAMP)
 
 ## test: everything CI runs — static checks, then the whole test suite in two lanes, one
