@@ -91,6 +91,12 @@ def test_bad_output_and_a_turned_off_archive_are_one_line(
     assert command.run(_args(tmp_path / "file" / "classes.jsa")) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("class-archive: --output: cannot make ") and "file" in line
+    (tmp_path / "folder.jsa").mkdir()
+    monkeypatch.setattr(command.subprocess, "run", _child(0, b"new"))
+    assert command.run(_args(tmp_path / "folder.jsa")) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"class-archive: --output: cannot write {tmp_path / 'folder.jsa'}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder.jsa"]  # no partial
     monkeypatch.setenv(ARCHIVE_ENV, "off")
     assert command.run(_args(None)) == 2
     (line,) = capsys.readouterr().err.splitlines()

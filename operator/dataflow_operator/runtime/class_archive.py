@@ -1,14 +1,15 @@
 """The driver JVM's class archive: Spark's classes loaded once, mapped at every start.
 
-A Spark driver loads and links some fifteen thousand classes before its first query
-runs. HotSpot can archive the classes a run loaded (class data sharing: a *dynamic
-archive*, written by ``-XX:ArchiveClassesAtExit`` when the JVM exits) and map that file
-at the next start instead of loading them again (``-XX:SharedArchiveFile``), which
-makes a session's start and its first queries markedly faster (``bench/RESULTS.md``).
+A Spark driver loads and links thousands of classes before its first query runs (a
+one-row ``run`` loads about twenty thousand). HotSpot can archive the classes a run
+loaded (class data sharing: a *dynamic archive*, written by ``-XX:ArchiveClassesAtExit``
+when the JVM exits) and map that file at the next start instead of loading them again
+(``-XX:SharedArchiveFile``), which makes a session's start and its first queries
+markedly faster (``bench/RESULTS.md``).
 
 The archive is used when it exists at :func:`archive_path`: ``$DATAFLOW_CLASS_ARCHIVE``
-(``off`` turns it off), else ``dataflow-operator/spark-classes-<pyspark version>.jsa``
-in the user's cache folder. ``dataflow-operator class-archive`` writes it
+(``off`` turns it off), else :func:`default_archive_path`, in the user's cache folder.
+``dataflow-operator class-archive`` writes it
 (:mod:`dataflow_operator.runtime.cli.class_archive`); the image writes it at build time.
 An archive made by another JVM or for another class path is ignored by the JVM, which
 then starts as it would without one: it never changes what Spark does, only how fast

@@ -71,7 +71,11 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-        os.replace(partial, target)
+        try:
+            os.replace(partial, target)
+        except OSError as error:
+            print(f"{_PREFIX}--output: cannot write {target}: {error}", file=sys.stderr)
+            return EXIT_FAILED
     finally:
         partial.unlink(missing_ok=True)
     size = target.stat().st_size / 2**20
