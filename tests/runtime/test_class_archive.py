@@ -103,6 +103,19 @@ def test_bad_output_and_a_turned_off_archive_are_one_line(
     assert line == "class-archive: DATAFLOW_CLASS_ARCHIVE is 'off': give --output PATH"
 
 
+def _script(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The console script as a user runs it, in ``cwd`` with only ``env``."""
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_written_archive_is_what_the_next_driver_loads_its_classes_from(
@@ -112,41 +125,21 @@ def test_a_written_archive_is_what_the_next_driver_loads_its_classes_from(
     loads Spark's classes from it (the JVM's class-loading log names their source)."""
     archive = tmp_path / "classes.jsa"
     clean = {"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"]}
-    written = subprocess.run(
-        [str(SCRIPT), "class-archive", "--output", str(archive)],
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
+    written = _script("class-archive", "--output", str(archive), env=clean, cwd=tmp_path)
     assert written.returncode == 0, written.stderr
     assert written.stdout.startswith(f"class-archive: wrote {archive} ("), written.stdout
     assert "[warning]" not in written.stdout + written.stderr  # the JVM's notes are off
-    assert [p.name for p in tmp_path.iterdir()] == ["classes.jsa"]
+    assert [p.name for p in tmp_path.iterdir()] == ["classes.jsa"]  # no partial left
     (tmp_path / "m.yaml").write_text(
         "apiVersion: dataflow.dev/v1alpha1\nkind: Dataflow\nmetadata: {name: one}\n"
         "spec: {cluster: c, kind: Subscribe, sql: SELECT id FROM t,\n"
         "  sources: [{name: t, table: {path: t, schema: id INT}}]}\n"
     )
-    inserted = subprocess.run(
-        [str(SCRIPT), "insert", "t", '{"id": 7}'], env=clean, cwd=tmp_path, check=False
-    )
-    assert inserted.returncode == 0
+    assert _script("insert", "t", '{"id": 7}', env=clean, cwd=tmp_path).returncode == 0
     loads = tmp_path / "loads.log"
-    ran = subprocess.run(
-        [str(SCRIPT), "run", "m.yaml", "--clock", "simulated", "--batches", "1"],
-        env={
-            **clean,
-            ARCHIVE_ENV: str(archive),
-            "JAVA_TOOL_OPTIONS": f"-Xlog:class+load=info:file={loads}",
-        },
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    logged = {ARCHIVE_ENV: str(archive), "JAVA_TOOL_OPTIONS": f"-Xlog:class+load:file={loads}"}
+    run = ("run", "m.yaml", "--clock", "simulated", "--batches", "1")
+    ran = _script(*run, env={**clean, **logged}, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines()[-1].endswith("\t1\t7"), ran.stdout
     shared = [
