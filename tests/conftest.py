@@ -43,8 +43,8 @@ deadline fails a correct example."""
 def pytest_configure(config: pytest.Config) -> None:
     """structlog's defaults (what in-process code logs with here: tests read its lines on
     stdout), but a logged exception rendered as the console scripts render it: the
-    default renders each frame's local variables, which took seconds on a busy machine
-    inside the in-process control servers' event loops."""
+    default renders each frame's local variables, slowly, inside the in-process control
+    servers' event loops."""
     *processors, _renderer = structlog.get_config()["processors"]
     plain = structlog.dev.ConsoleRenderer(
         colors=False, exception_formatter=structlog.dev.plain_traceback

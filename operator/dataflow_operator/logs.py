@@ -45,7 +45,7 @@ def configure_logging(*, json: bool | None = None, level: str | None = None) -> 
     ]
     # JSON keeps an exception as a structured ``exception`` field; the console renders it.
     # Neither shows a frame's local variables: they may hold a token or a password, and
-    # rendering them took about a second per logged exception (on the event loop's thread).
+    # rendering them is slow (on the control API it runs on the event loop's thread).
     rendering: list[Any] = (
         [
             structlog.processors.ExceptionRenderer(

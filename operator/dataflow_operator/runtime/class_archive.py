@@ -1,7 +1,7 @@
 """The driver JVM's class archive: Spark's classes loaded once, mapped at every start.
 
-A Spark driver loads and links thousands of classes before its first query runs (a
-one-row ``run`` loads about twenty thousand). HotSpot can archive the classes a run
+A Spark driver loads and links thousands of classes before its first query runs.
+HotSpot can archive the classes a run
 loaded (class data sharing: a *dynamic archive*, written by ``-XX:ArchiveClassesAtExit``
 when the JVM exits) and map that file at the next start instead of loading them again
 (``-XX:SharedArchiveFile``), which makes a session's start and its first queries
