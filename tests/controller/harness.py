@@ -149,6 +149,12 @@ def new_object(
     }
 
 
+def one_table_spec(cluster: str) -> dict[str, Any]:
+    """The spec of an Index over one declared table: a valid dataflow of ``cluster``."""
+    source = {"name": "e", "table": {"path": "data/e", "schema": "x INT"}}
+    return {"cluster": cluster, "kind": "Index", "sources": [source], "sql": "SELECT x FROM e"}
+
+
 async def wait_for(
     probe: Callable[[], Awaitable[T | None]], timeout: float = 20.0, interval: float = 0.1
 ) -> T:
@@ -236,7 +242,7 @@ class Operator:
             "Dataflow",
             name,
             namespace,
-            {"cluster": "probe", "kind": "Index", "sources": [], "sql": "SELECT 1 AS one"},
+            one_table_spec("probe"),
         )
         await api.create(KubeApi.custom(namespace, "dataflows"), body)
 

@@ -69,6 +69,13 @@ def test_unknown_dataflow_source() -> None:
     assert (result.ok, result.reason) == (False, "UnknownSource")
 
 
+def test_a_query_that_reads_none_of_its_sources_is_invalid() -> None:
+    constant = dataflow("constant", [TABLE], sql="SELECT 1 AS one")
+    result = validate({"constant": constant.spec}, ["constant"])["constant"]
+    assert (result.ok, result.reason, result.field) == (False, "InvalidSql", "spec.sql")
+    assert result.message.startswith("the query reads none of the dataflow's sources")
+
+
 def test_desired_set_holds_valid_not_deleted_dataflows_sorted() -> None:
     flows = [
         dataflow("z", [TABLE]),

@@ -10,7 +10,14 @@ import pytest
 
 from dataflow_operator.api import injection
 from dataflow_operator.controller.kube import KubeApi
-from tests.controller.harness import Cluster, FakeReplica, new_object, running_status, wait_for
+from tests.controller.harness import (
+    Cluster,
+    FakeReplica,
+    new_object,
+    one_table_spec,
+    running_status,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kmock, pytest.mark.asyncio, pytest.mark.timeout(90)]
 
@@ -56,12 +63,7 @@ async def test_the_driver_mounts_the_replicas_token_and_every_request_carries_it
     await wait_for(lambda: _ready(cluster))
     await cluster.create(
         "dataflows",
-        new_object(
-            "Dataflow",
-            "d1",
-            "default",
-            {"cluster": "c", "kind": "Index", "sources": [], "sql": "SELECT 1 AS one"},
-        ),
+        new_object("Dataflow", "d1", "default", one_table_spec("c")),
     )
     await wait_for(lambda: _async(bool(fake_replica.installed)))
     methods = {call for call, _, _ in fake_replica.auth}

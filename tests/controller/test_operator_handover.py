@@ -26,6 +26,7 @@ from tests.controller.harness import (
     Cluster,
     FakeReplica,
     new_object,
+    one_table_spec,
     running_status,
     wait_for,
 )
@@ -142,8 +143,7 @@ def _replica(offset: str) -> dict[str, Any]:
 
 
 def _dataflow() -> dict[str, Any]:
-    spec = {"cluster": "c", "kind": "Index", "sources": [], "sql": "SELECT 1 AS one"}
-    return new_object("Dataflow", "df1", "default", spec)
+    return new_object("Dataflow", "df1", "default", one_table_spec("c"))
 
 
 @pytest_asyncio.fixture()

@@ -13,7 +13,7 @@ SOURCES = ["t", "u", "v"]
     ("sql", "reason"),
     [
         (
-            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+            "WITH RECURSIVE r(n) AS (SELECT a FROM t UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
             "SELECT * FROM r",
             "WITH RECURSIVE is recomputed to its fixed point",
         ),

@@ -384,6 +384,22 @@ def test_unknown_relation_is_reported_by_parse_sql() -> None:
         plan("SELECT a FROM nowhere WHERE mz_now() < ts")
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1 AS one",
+        "SELECT 1 AS one WHERE mz_now() < 5",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) "
+        "SELECT * FROM r",
+    ],
+)
+def test_a_query_that_reads_no_source_is_refused_by_check_and_plan(sql: str) -> None:
+    for refuse in (check_temporal, plan_temporal):
+        with pytest.raises(InvalidSql, match="reads none of the dataflow's sources") as raised:
+            refuse(sql, SOURCES)
+        assert raised.value.field == "spec.sql"
+
+
 def test_unparsable_sql_is_invalid() -> None:
     with pytest.raises(InvalidSql, match="does not parse"):
         plan("SELEC a FROM events")

@@ -195,7 +195,14 @@ class _Analysis:
 
 
 def _analysed(sql: str, source_names: Collection[str]) -> _Analysis:
-    tree = unwrap(parse_sql(sql, source_names).tree)  # a fresh tree of our own
+    parsed = parse_sql(sql, source_names)
+    if not parsed.relations:
+        raise InvalidSql(
+            "the query reads none of the dataflow's sources: a dataflow's output follows "
+            "its inputs, so its SQL reads at least one (a constant query has none to follow)",
+            field=_FIELD,
+        )
+    tree = unwrap(parsed.tree)  # a fresh tree of our own
     check_reserved_names(tree)
     tops = list(leaves(tree))
     filters = {id(top): _temporal_conjuncts(top) for top in tops}

@@ -477,15 +477,10 @@ def build_dataflow(
     temporary directory).
 
     Raises :class:`~dataflow_operator.core.errors.DomainError` for SQL the core rejects
-    or that reads no source, and :class:`Unsupported` for shapes not maintained yet.
+    (one that reads none of ``sources`` among them), and :class:`Unsupported` for shapes
+    not maintained yet.
     """
     plan = plan_query(sql, [s.name for s in sources])
-    if not plan.maintenance.inputs:
-        raise InvalidSql(
-            "the query reads none of the dataflow's sources: a dataflow's output follows "
-            "its inputs, so its SQL reads at least one (a constant query has none to follow)",
-            field="spec.sql",
-        )
     strategy = plan.maintenance.strategy
     aggregate = plan.maintenance.aggregate
     if aggregate is not None and aggregate.global_aggregate:
