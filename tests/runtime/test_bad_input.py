@@ -16,6 +16,7 @@ from dataflow_operator.runtime.inserts import insert_rows
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_each_bad_dataflow_gets_one_line_and_the_good_one_runs(
     spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -63,6 +63,7 @@ def test_chain_of_two_dataflows(spark: SparkSession, tmp_path: Path) -> None:
     assert result.dataflow("loud")["frontier"] == [T + 31 * DAY]
 
 
+@pytest.mark.slow
 def test_changing_the_upstream_restarts_its_readers(spark: SparkSession, tmp_path: Path) -> None:
     events = tmp_path / "events"
     insert_rows(events, [{"n": 1}, {"n": 2}])

@@ -79,6 +79,7 @@ def dataflow(name: str, kind: str, sql: str, events: Path, generation: int = 1) 
     return {"name": name, "generation": generation, "spec": spec}
 
 
+@pytest.mark.slow
 def test_round_trip_install_change_drop(
     replica: tuple[ControlServer, Engine], tmp_path: Path
 ) -> None:

@@ -46,6 +46,7 @@ def _run(spark: SparkSession, tmp_path: Path, source: dict[str, Any], until: int
     return run_replica(spark, tmp_path, argv)
 
 
+@pytest.mark.slow
 def test_the_producers_upper_completes_a_changelog_source_without_new_files(
     spark: SparkSession, tmp_path: Path
 ) -> None:
