@@ -480,7 +480,7 @@ class DataflowSpec(ApiModel):
     sql: str = Field(
         min_length=1,
         max_length=65536,
-        description="Spark SQL over the sources; may use mz_now() in WHERE.",
+        description="Spark SQL that reads at least one of the sources; may use mz_now() in WHERE.",
     )
     refresh: RefreshSpec | None = Field(
         default=None, description="Advance the output only at refresh times."
