@@ -477,7 +477,7 @@ def build_dataflow(
     temporary directory).
 
     Raises :class:`~dataflow_operator.core.errors.DomainError` for SQL the core rejects
-    (one that reads none of ``sources`` among them), and :class:`Unsupported` for shapes
+    (a query that reads none of ``sources`` is one), and :class:`Unsupported` for shapes
     not maintained yet.
     """
     plan = plan_query(sql, [s.name for s in sources])
