@@ -17,12 +17,14 @@ from dataflow_operator.cli import main
 from dataflow_operator.runtime.cli import run as run_command
 
 
-def _dataflow(name: str, sql: str = "SELECT 1 AS x") -> dict[str, Any]:
+def _dataflow(name: str, sql: str = "SELECT x FROM e") -> dict[str, Any]:
+    """A valid Dataflow over one table: what is refused is around it, not in it."""
+    source = {"name": "e", "table": {"path": "data/e", "schema": "x INT"}}
     return {
         "apiVersion": "dataflow.dev/v1alpha1",
         "kind": "Dataflow",
         "metadata": {"name": name},
-        "spec": {"cluster": "default", "kind": "Subscribe", "sql": sql},
+        "spec": {"cluster": "default", "kind": "Subscribe", "sources": [source], "sql": sql},
     }
 
 
@@ -53,7 +55,9 @@ def twice(tmp_path: Path) -> tuple[Path, Path]:
     first.write_text(yaml.safe_dump_all([_replica("r1"), _dataflow("d1")]))
     second = tmp_path / "b.yaml"
     second.write_text(
-        yaml.safe_dump_all([_dataflow("other"), _dataflow("d1", "SELECT 2 AS x"), _replica("r1")])
+        yaml.safe_dump_all(
+            [_dataflow("other"), _dataflow("d1", "SELECT x + 1 AS x FROM e"), _replica("r1")]
+        )
     )
     return first, second
 

@@ -42,7 +42,13 @@ UNSAFE = {
     "nul": "a\x00b",
     "300 characters": "a" * 300,
 }
-SPEC = {"cluster": "c", "kind": "Index", "sql": "SELECT 1 AS x"}
+SPEC = {
+    "cluster": "c",
+    "kind": "Index",
+    "sources": [{"name": "e", "table": {"path": "data/e", "schema": "x INT"}}],
+    "sql": "SELECT x FROM e",
+}
+"""A valid spec: only the names around it are unsafe."""
 
 
 @pytest.fixture
