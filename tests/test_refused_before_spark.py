@@ -1,19 +1,22 @@
 """``run`` and ``check`` refuse what cannot make a sensible run, before Spark starts:
 an object defined twice (naming both places), ``--until`` before ``--start-time``,
-``--batches`` below 1."""
+``--batches`` below 1; ``run`` and ``explain`` refuse dataflows the offline checks
+refuse, every one of them, before Spark starts."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from dataflow_operator.api.injection import EXIT_USAGE
+from dataflow_operator.api.injection import EXIT_FAILED, EXIT_USAGE
 from dataflow_operator.cli import main
+from dataflow_operator.runtime.cli import explain as explain_command
 from dataflow_operator.runtime.cli import run as run_command
 
 
@@ -41,11 +44,11 @@ def _no_spark() -> Any:
     raise AssertionError("Spark started for input that was refused")
 
 
-def _run(*argv: str) -> tuple[int, str]:
+def _run(*argv: str, session: Any = _no_spark) -> tuple[int, str]:
     parser = argparse.ArgumentParser()
     run_command.configure(parser)
     err = io.StringIO()
-    code = run_command.execute(parser.parse_args(list(argv)), _no_spark, io.StringIO(), err)
+    code = run_command.execute(parser.parse_args(list(argv)), session, io.StringIO(), err)
     return code, err.getvalue()
 
 
@@ -150,3 +153,75 @@ def test_the_replica_command_says_so_too(
         f"replica: state location {blocker / 'state'}: cannot create it: {blocker} is a file" in err
     )
     assert "Traceback" not in err
+
+
+SOURCELESS = "the query reads none of the dataflow's sources"
+UNKNOWN_COLUMN = "nope"
+
+
+@pytest.fixture
+def refused(tmp_path: Path) -> Path:
+    """Two dataflows the offline checks refuse: one reads no source, one an unknown column."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        yaml.safe_dump_all(
+            [_dataflow("d1", "SELECT 1 AS x"), _dataflow("d2", f"SELECT {UNKNOWN_COLUMN} FROM e")]
+        )
+    )
+    return path
+
+
+def test_run_of_dataflows_all_refused_ends_before_spark_with_their_status(
+    refused: Path, tmp_path: Path
+) -> None:
+    status = tmp_path / "status.json"
+    code, err = _run(
+        str(refused), "--state-dir", str(tmp_path / "state"), "--status-file", str(status)
+    )
+    assert code == EXIT_FAILED
+    lines = err.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["dataflow d1", "dataflow d2"]
+    assert SOURCELESS in lines[0]
+    assert UNKNOWN_COLUMN in lines[1]
+    report = json.loads(status.read_text())
+    assert report["phase"] == "Stopping"
+    assert [(d["name"], d["lastError"]) for d in report["dataflows"]] == [
+        ("d1", lines[0].removeprefix("dataflow d1: ")),
+        ("d2", lines[1].removeprefix("dataflow d2: ")),
+    ]
+
+
+class _SparkStarted(Exception):
+    pass
+
+
+def _spark_starts() -> Any:
+    raise _SparkStarted
+
+
+def test_run_with_one_dataflow_not_refused_starts_spark(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all([_dataflow("d1", "SELECT 1 AS x"), _dataflow("d2")]))
+    with pytest.raises(_SparkStarted):
+        _run(str(path), "--state-dir", str(tmp_path / "state"), session=_spark_starts)
+
+
+def test_explain_of_dataflows_all_refused_ends_before_spark(
+    refused: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(explain_command, "starting_spark", lambda *_, **__: _no_spark())
+    assert main(["explain", str(refused)]) == EXIT_FAILED
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["Dataflow/d1", "Dataflow/d2"]
+    assert SOURCELESS in lines[0]
+    assert UNKNOWN_COLUMN in lines[1]
+
+
+def test_explain_with_one_dataflow_not_refused_starts_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all([_dataflow("d1", "SELECT 1 AS x"), _dataflow("d2")]))
+    monkeypatch.setattr(explain_command, "starting_spark", lambda *_, **__: _spark_starts())
+    with pytest.raises(_SparkStarted):
+        main(["explain", str(path)])

@@ -8,17 +8,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from dataflow_operator.api.catalog import Catalog
+from dataflow_operator.api.catalog import Catalog, scope_of
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
 from dataflow_operator.api.loading import Manifest, Problem, defined_again, load_paths
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.api.replica_rules import replica_problems
 
 __all__ = ["check_manifests", "configure", "run"]
-
-
-def _scope(resource: Dataflow) -> tuple[str, str]:
-    return (resource.metadata.namespace or "default", resource.spec.cluster)
 
 
 def check_manifests(
@@ -35,7 +31,7 @@ def check_manifests(
     scopes: dict[tuple[str, str], dict[str, DataflowSpec]] = defaultdict(dict)
     for manifest in [*context, *manifests]:
         if isinstance(manifest.resource, Dataflow):
-            scopes[_scope(manifest.resource)][manifest.resource.metadata.name] = (
+            scopes[scope_of(manifest.resource)][manifest.resource.metadata.name] = (
                 manifest.resource.spec
             )
     for position, manifest in enumerate(manifests):
@@ -43,7 +39,7 @@ def check_manifests(
         if position in again:
             continue
         if isinstance(resource, Dataflow):
-            catalog = Catalog(scopes[_scope(resource)])
+            catalog = Catalog(scopes[scope_of(resource)])
             problems.extend(
                 Problem(manifest.file, manifest.label, problem.field, problem.error.message)
                 for problem in catalog.problems(resource.metadata.name)

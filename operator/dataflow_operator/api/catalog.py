@@ -8,10 +8,11 @@ whether every reference exists and none is circular.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dataflow_operator.api.dataflow import DataflowSpec
+from dataflow_operator.api.dataflow import Dataflow, DataflowSpec
 from dataflow_operator.core.ddl import Column, parse_schema
 from dataflow_operator.core.errors import DomainError, InvalidSpec, UnknownSource
 from dataflow_operator.core.incremental import check_query
@@ -20,7 +21,7 @@ from dataflow_operator.core.refresh import RefreshSchedule
 from dataflow_operator.core.sql_columns import unknown_column
 from dataflow_operator.core.timelines import Timeline, dataflow_timeline
 
-__all__ = ["Catalog", "SpecProblem"]
+__all__ = ["Catalog", "SpecProblem", "catalogs_by_scope", "first_problems", "scope_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,3 +135,31 @@ def _declared_columns(spec: DataflowSpec) -> dict[str, list[Column]] | None:
             return None
         schemas[source.name] = parse_schema(settings.schema_)
     return schemas
+
+
+def scope_of(dataflow: Dataflow) -> tuple[str, str]:
+    """The namespace and cluster whose dataflows ``dataflow`` may read."""
+    return (dataflow.metadata.namespace or "default", dataflow.spec.cluster)
+
+
+def catalogs_by_scope(dataflows: Iterable[Dataflow]) -> dict[tuple[str, str], Catalog]:
+    """One catalog per namespace and cluster (:func:`scope_of`) of ``dataflows``."""
+    scopes: dict[tuple[str, str], dict[str, DataflowSpec]] = defaultdict(dict)
+    for dataflow in dataflows:
+        scopes[scope_of(dataflow)][dataflow.metadata.name] = dataflow.spec
+    return {scope: Catalog(specs) for scope, specs in scopes.items()}
+
+
+def first_problems(
+    dataflows: Sequence[Dataflow], among: Sequence[Dataflow] | None = None
+) -> list[SpecProblem | None]:
+    """For each of ``dataflows``, in order, the first problem its catalog finds in it
+    (``None``: none): what a replica refuses it for before Spark plans anything. Its
+    references resolve among the dataflows of its scope in ``among`` (default:
+    ``dataflows``), which holds ``dataflows`` themselves."""
+    catalogs = catalogs_by_scope(dataflows if among is None else among)
+    found: list[SpecProblem | None] = []
+    for dataflow in dataflows:
+        problems = catalogs[scope_of(dataflow)].problems(dataflow.metadata.name)
+        found.append(problems[0] if problems else None)
+    return found

@@ -6,7 +6,9 @@ printed one node per line, indented by depth; ``--node-ids`` ends each line with
 ``// { node_id: N }``, the ids the
 replica reports hydration for (:mod:`dataflow_operator.runtime.hydration.plan`). A dataflow
 maintained by recompute ends with a ``-- maintained by recompute: …`` line saying why. A
-dataflow that fails to plan prints its error on one line and the others still print.
+dataflow that fails to plan prints its error on one line and the others still print;
+when the offline checks (:func:`~dataflow_operator.api.catalog.first_problems`) refuse
+every dataflow asked for, their lines are printed without starting Spark.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ import argparse
 import logging
 import sys
 import tempfile
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dataflow_operator.api.catalog import Catalog
+from dataflow_operator.api.catalog import Catalog, catalogs_by_scope, first_problems, scope_of
 from dataflow_operator.api.dataflow import Dataflow, DataflowSpec, Source
 from dataflow_operator.api.injection import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from dataflow_operator.api.loading import load_paths
@@ -128,14 +129,6 @@ def explain_with_reason(
     return tree, reasons[-1]
 
 
-def _catalogs(dataflows: Sequence[Dataflow]) -> dict[tuple[str, str], Catalog]:
-    scopes: dict[tuple[str, str], dict[str, DataflowSpec]] = defaultdict(dict)
-    for dataflow in dataflows:
-        scope = (dataflow.metadata.namespace or "default", dataflow.spec.cluster)
-        scopes[scope][dataflow.metadata.name] = dataflow.spec
-    return {scope: Catalog(specs) for scope, specs in scopes.items()}
-
-
 def run(args: argparse.Namespace) -> int:
     """Print each dataflow's plan; exit 1 if any failed to plan or load."""
     manifests, problems = load_paths(args.paths)
@@ -149,6 +142,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"Dataflow/{name}: not found in the given files", file=sys.stderr)
     if not chosen:
         return EXIT_USAGE if missing or not problems else EXIT_FAILED
+    refusals = first_problems(chosen, among=dataflows)
+    if all(refusals):  # nothing to plan: said without starting Spark
+        for dataflow, refusal in zip(chosen, refusals, strict=True):
+            assert refusal is not None
+            print(f"Dataflow/{dataflow.metadata.name}: error: {one_line(refusal.error)}")
+        return EXIT_FAILED
     from dataflow_operator.runtime.session import spark_session
 
     spark = starting_spark(
@@ -159,11 +158,11 @@ def run(args: argparse.Namespace) -> int:
     )
     # PySpark logs every analysis error with its JVM stack; the one line below says it.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    catalogs = _catalogs(dataflows)
+    catalogs = catalogs_by_scope(dataflows)
     failed = bool(problems or missing)
     for dataflow in chosen:
         name = dataflow.metadata.name
-        catalog = catalogs[(dataflow.metadata.namespace or "default", dataflow.spec.cluster)]
+        catalog = catalogs[scope_of(dataflow)]
         try:
             tree, reason = explain_with_reason(spark, name, catalog)
         except Exception as error:  # one line per dataflow, the others still print

@@ -20,9 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from dataflow_operator.api.catalog import first_problems
 from dataflow_operator.api.dataflow import Dataflow
-from dataflow_operator.api.injection import EXIT_USAGE
+from dataflow_operator.api.injection import EXIT_FAILED, EXIT_USAGE
 from dataflow_operator.api.loading import Manifest, duplicate_problems, load_paths
+from dataflow_operator.api.protocol import DataflowReport, ReplicaPhase, ReplicaReport
 from dataflow_operator.api.replica import Replica
 from dataflow_operator.core.durations import Duration, parse_duration
 from dataflow_operator.core.errors import DomainError
@@ -31,6 +33,7 @@ from dataflow_operator.logs import configure_logging, console_output, get_logger
 from dataflow_operator.runtime.cli.printer import SubscribePrinter
 from dataflow_operator.runtime.cli.progress import (
     BatchProgress,
+    render_error,
     render_incomplete,
     starting_spark,
     watch_hydration,
@@ -44,7 +47,7 @@ from dataflow_operator.runtime.service import UnknownDataflow
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from dataflow_operator.api.protocol import ReplicaReport
+    from dataflow_operator.runtime.engine.config import EngineConfig
     from dataflow_operator.runtime.engine.engine import Engine
 
 __all__ = ["configure", "execute", "run"]
@@ -232,6 +235,8 @@ def execute(
         release_upstream=True,  # a local run is its own cluster: nobody else reads its input
         reset=frozenset(getattr(args, "reset", None) or ()),
     )
+    if _all_refused(dataflows, config, args.status_file, err):
+        return EXIT_FAILED
     engine = Engine(session(), config)
     expiration = config.expiration
     log.info(
@@ -242,7 +247,7 @@ def execute(
     )
     result = engine.apply(dataflows_from((d.metadata.name, d.spec) for d in dataflows))
     for name, error in result.failed.items():
-        print(f"dataflow {name}: {error}", file=err)
+        print(render_error(name, str(error)), file=err)
     printer = SubscribePrinter(out, chosen.printed)
     for name in sorted(chosen.printed):
         with contextlib.suppress(UnknownDataflow):  # failed to install: said above
@@ -275,10 +280,36 @@ def execute(
         printer.flush()
         final = engine.report()  # the last state, before the queries stop
         if args.status_file is not None:
-            write_status(engine, args.status_file)
+            write_status(engine.report(), args.status_file)
         engine.close()
     _tell_end(engine, final, code, err)
     return code
+
+
+def _all_refused(
+    dataflows: list[Dataflow], config: EngineConfig, status_file: Path | None, err: TextIO
+) -> bool:
+    """True, having said why, when what a replica checks before planning refuses every
+    one of ``dataflows`` (:func:`~dataflow_operator.api.catalog.first_problems`): the run
+    then ends without starting Spark, its status file reporting each one's error as a
+    started run's would."""
+    problems = first_problems(dataflows)
+    if not dataflows or not all(problems):
+        return False
+    reports = []
+    for dataflow, problem in zip(dataflows, problems, strict=True):
+        assert problem is not None
+        print(render_error(dataflow.metadata.name, str(problem.error)), file=err)
+        reports.append(DataflowReport(name=dataflow.metadata.name, last_error=str(problem.error)))
+    if status_file is not None:
+        report = ReplicaReport(
+            start_time=config.start_time,
+            expiration=config.expiration,
+            phase=ReplicaPhase.STOPPING,
+            dataflows=reports,
+        )
+        write_status(report, status_file)
+    return True
 
 
 def _choose(args: argparse.Namespace, manifests: list[Manifest], err: TextIO) -> Selection | None:
@@ -333,9 +364,9 @@ class _Progress:
         self.printer.flush()
         self.progress(engine.report(), engine.now, engine.expired_at is not None)
         if self.status_file is not None:
-            write_status(engine, self.status_file)
+            write_status(engine.report(), self.status_file)
 
 
-def write_status(engine: Engine, path: Path) -> None:
+def write_status(report: ReplicaReport, path: Path) -> None:
     """The replica's report as JSON, replaced atomically (``--status-file``)."""
-    atomic_write_text(path, json.dumps(engine.report().to_wire(), indent=2) + "\n")
+    atomic_write_text(path, json.dumps(report.to_wire(), indent=2) + "\n")
