@@ -121,3 +121,20 @@ def test_a_top_n_holds_a_time_until_the_watermark_and_then_ranks_in_time_order()
         ("nine", 2, 31, 1),
         ("three", 1, 31, -1),
     ]
+
+
+def test_a_batch_splits_into_its_times_in_order_each_with_its_rows_in_order() -> None:
+    top, _ = _top_two()
+    frame = pd.DataFrame(
+        [
+            ("p", "late", '{"0": 1}', 30, 1, 0),
+            ("q", "early", '{"0": 2}', 10, -1, 0),
+            ("p", "late-too", '{"0": 3}', 30, 2, 0),
+            ("p", "middle", '{"0": 4}', 20, 1, 0),
+        ]
+    )
+    assert list(top.by_time(frame)) == [
+        (10, [("q", "early", '{"0": 2}', -1)]),
+        (20, [("p", "middle", '{"0": 4}', 1)]),
+        (30, [("p", "late", '{"0": 1}', 1), ("p", "late-too", '{"0": 3}', 2)]),
+    ]

@@ -35,17 +35,24 @@ class PartitionRows(AppliedInTimeOrder):
         self.pending = HeldUpdates(handle)
 
     def by_time(self, frame: pd.DataFrame) -> Iterator[tuple[int, list[Any]]]:
-        """Each time's updates: ``(partition, row, value, diff)``."""
-        frame = frame.iloc[:, :5]
-        frame.columns = range(5)
+        """Each time's updates: ``(partition, row, value, diff)``, times in order and a
+        time's updates in the frame's order (one sort and one pass: no frame per time)."""
+        import numpy as np
+
+        times = frame.iloc[:, 3].to_numpy(dtype="int64")
+        order = np.argsort(times, kind="stable")
+        times = times[order]
         value_type = self.value_type
-        for time, at_time in frame.sort_values(3, kind="stable").groupby(3, sort=True):
-            yield (
-                int(time),
-                [
-                    (str(p), str(r), value_type(v), int(d))
-                    for p, r, v, d in zip(
-                        at_time[0], at_time[1], at_time[2], at_time[4], strict=True
-                    )
-                ],
+        updates = [
+            (str(p), str(r), value_type(v), int(d))
+            for p, r, v, d in zip(
+                frame.iloc[:, 0].take(order).tolist(),
+                frame.iloc[:, 1].take(order).tolist(),
+                frame.iloc[:, 2].take(order).tolist(),
+                frame.iloc[:, 4].take(order).tolist(),
+                strict=True,
             )
+        ]
+        starts = np.flatnonzero(np.diff(times, prepend=times[:1] - 1)).tolist()
+        for start, end in zip(starts, [*starts[1:], len(updates)], strict=True):
+            yield int(times[start]), updates[start:end]
