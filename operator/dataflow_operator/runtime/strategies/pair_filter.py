@@ -25,13 +25,14 @@ start in a Python process of its own.
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal
+
+from dataflow_operator.runtime.strategies.exact_json import decode_exact
 
 __all__ = ["FieldComparison", "Kind", "PairFilter", "Side"]
 
@@ -108,7 +109,7 @@ class PairFilter:
         if len(self._rows) >= _CACHED_ROWS:
             self._rows.clear()
         try:
-            row = json.loads(text, parse_float=Decimal)
+            row = decode_exact(text)
         except ValueError:
             row = None
         parsed = row if isinstance(row, dict) else None

@@ -10,11 +10,11 @@ handled. See :mod:`.top_n` for the query around it and
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from dataflow_operator.runtime.strategies.exact_json import decode_exact
 from dataflow_operator.runtime.strategies.partition_rows import PartitionRows
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def sort_key(item: str, order: Sequence[OrderKey]) -> tuple[Any, ...]:
     then the row's JSON, which breaks ties (then the entry itself: two entries never
     sort as one)."""
     values, row = item.split(_SEPARATOR, 1)
-    decoded = json.loads(values, parse_float=Decimal)
+    decoded = decode_exact(values)
     return (*(o.key(decoded.get(str(i))) for i, o in enumerate(order)), row, item)
 
 
