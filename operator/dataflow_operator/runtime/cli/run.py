@@ -280,7 +280,7 @@ def execute(
         printer.flush()
         final = engine.report()  # the last state, before the queries stop
         if args.status_file is not None:
-            write_status(engine.report(), args.status_file)
+            write_status(final, args.status_file)
         engine.close()
     _tell_end(engine, final, code, err)
     return code
