@@ -14,9 +14,15 @@ one Spark batch per chunk. For each query it prints:
 - throughput over the chunks after the first (warm-up) one: events/s and events/s/core.
 
     .venv/bin/python bench/nexmark.py [--size quick|long] [--queries q0,q1,...] [--master M]
+        [--times event|chunk]
 
 ``--size quick``: 20,000 events in 5 chunks (a few minutes for every query);
 ``--size long``: 200,000 events in 6 chunks. ``--events``/``--chunks`` override both.
+``--times event`` (the default) puts each update at its event's millisecond, so a chunk
+holds as many times as events and every time's output is its own; ``--times chunk`` puts
+a chunk's updates at one time, as a source that stamps what it reads with the batch's
+time does (a ``table``, or a streaming database's ingestion timestamps): each chunk's
+output is then one consolidated change. The answer over all the events is the same.
 
 Where the queries deviate from the Flink suite's text (Spark SQL instead of Flink SQL;
 window TVFs written as Spark's ``window()``/``session_window()`` in GROUP BY; UDFs,
@@ -335,12 +341,17 @@ class Outcome:
     detail: str = ""
 
 
-def _write_chunk(work: Path, chunk: list[Event], number: int, upper: int) -> None:
-    """Each stream's events of one chunk as a changelog file; every stream also says it is
-    complete to ``upper`` (a row inserted and deleted there), so a join's inputs keep step."""
+def _write_chunk(
+    work: Path, chunk: list[Event], number: int, upper: int, *, chunk_times: bool
+) -> None:
+    """Each stream's events of one chunk as a changelog file, each update at its event's
+    time or, with ``chunk_times``, all at the chunk's last (``upper - 1``); every stream
+    also says it is complete to ``upper`` (a row inserted and deleted there), so a join's
+    inputs keep step."""
     for stream in SCHEMAS:
         lines = [
-            json.dumps(event.row | {"time": event.time, "diff": 1}) + "\n"
+            json.dumps(event.row | {"time": upper - 1 if chunk_times else event.time, "diff": 1})
+            + "\n"
             for event in chunk
             if event.stream == stream
         ]
@@ -412,14 +423,16 @@ def _maintained(rows: list[list[Any]]) -> Counter[tuple[Any, ...]]:
     return +out
 
 
-def _run_query(spark: Any, name: str, sql: str, chunks: list[list[Event]], root: Path) -> Outcome:
+def _run_query(
+    spark: Any, name: str, sql: str, chunks: list[list[Event]], root: Path, *, chunk_times: bool
+) -> Outcome:
     from dataflow_operator.runtime.engine.config import EngineConfig
     from dataflow_operator.runtime.engine.engine import Engine, dataflows_from
 
     work = root / name
     engine = Engine(spark, EngineConfig(work / "state", BASE_TIME_MS))
     try:
-        _write_chunk(work, chunks[0], 0, chunks[0][-1].time + 1)
+        _write_chunk(work, chunks[0], 0, chunks[0][-1].time + 1, chunk_times=chunk_times)
         dataflow = name.replace("_", "-")  # a DNS-1123 name, as every Dataflow's
         result = engine.apply(dataflows_from([(dataflow, _spec(work, sql))]))
         if result.failed:
@@ -427,7 +440,7 @@ def _run_query(spark: Any, name: str, sql: str, chunks: list[list[Event]], root:
         engine.step(chunks[0][-1].time + 1)  # hydration and warm-up, not measured
         measured, seconds = 0, 0.0
         for number, chunk in enumerate(chunks[1:], start=1):
-            _write_chunk(work, chunk, number, chunk[-1].time + 1)
+            _write_chunk(work, chunk, number, chunk[-1].time + 1, chunk_times=chunk_times)
             started = time.monotonic()
             engine.step(chunk[-1].time + 1)
             seconds += time.monotonic() - started
@@ -464,6 +477,13 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=1000, help="events per second of event time")
     parser.add_argument("--queries", help="comma-separated names (default: all)")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--times",
+        choices=["event", "chunk"],
+        default="event",
+        help="each update's time: its event's millisecond, or its chunk's (as a source "
+        "that stamps what it reads with the batch's time)",
+    )
     return parser.parse_args()
 
 
@@ -486,7 +506,10 @@ def main() -> None:
         app_name="bench-nexmark",
         conf={"spark.ui.showConsoleProgress": "false"},  # the oracle's jobs: no bars
     )
-    print(f"nexmark: {count:,} events in {len(chunks)} chunks, {args.master}, {cores} cores")
+    print(
+        f"nexmark: {count:,} events in {len(chunks)} chunks, {args.master}, {cores} cores, "
+        f"times of the {args.times}"
+    )
     print(
         f"{'query':9} {'accepted':8} {'strategy':12} {'equal':6} {'events/s':>10} "
         f"{'ev/s/core':>10}  note"
@@ -494,7 +517,14 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="nexmark-") as root:
             for name in names:
-                outcome = _run_query(spark, name, QUERIES[name], chunks, Path(root))
+                outcome = _run_query(
+                    spark,
+                    name,
+                    QUERIES[name],
+                    chunks,
+                    Path(root),
+                    chunk_times=args.times == "chunk",
+                )
                 per_core = outcome.events_per_s / cores
                 note = "; ".join(x for x in (outcome.reason, outcome.detail, NOTES.get(name)) if x)
                 print(
